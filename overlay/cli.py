@@ -1,0 +1,50 @@
+"""The ``overlay`` command: one entry point, one module per subcommand.
+
+Each module in :mod:`overlay.commands` listed in ``COMMANDS`` exposes
+``register(subparsers)``, which adds its parser and sets ``func(args) -> int``.
+Exit codes: 0 ok, 1 error, 2 usage (argparse's own).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from overlay import __version__
+from overlay.core.errors import OverlayError
+
+#: Subcommand modules, in the order ``--help`` lists them.
+COMMANDS = ["keygen"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="overlay",
+        description="Peer-to-peer publish/subscribe: Scribe trees on Chord, gossip, filters.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"overlay {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"overlay.commands.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "func"):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except OverlayError as exc:
+        print(f"overlay {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Subcommands of the ``overlay`` command line; each module has ``register(subparsers)``."""

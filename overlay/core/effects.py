@@ -1,0 +1,59 @@
+"""Effects: what a sans-IO core asks its driver to do, pulled with ``drain_effects()``.
+
+The driver (trio daemon runtime or the simulator) carries them out in order:
+``Send`` goes over the network, ``Deliver`` to a local subscription, ``Trace`` to
+the node's trace file (the driver stamps ``ts``, ``node`` and ``run``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from overlay.core.messages import Message
+
+
+class Effect:
+    """Base class of effects."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Send(Effect):
+    """Send ``msg`` to the peer at address ``dest`` (``host:port``)."""
+
+    dest: str
+    msg: Message
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.msg, Message):
+            raise TypeError(f"Send needs a Message, got {type(self.msg).__name__}")
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver(Effect):
+    """Hand ``event`` to the local subscription ``sub``."""
+
+    sub: int
+    event: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Trace(Effect):
+    """Append a trace record of type ``ev`` (TRACES.md) with ``fields``."""
+
+    ev: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Notice(Effect):
+    """An outcome for the local application layer (e.g. a publish was acknowledged).
+
+    ``kind`` names it; ``data`` carries what the layer needs. Cores use this for
+    replies to application calls that complete asynchronously.
+    """
+
+    kind: str
+    data: dict[str, Any] = field(default_factory=dict)

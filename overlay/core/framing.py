@@ -1,0 +1,109 @@
+"""Frames: a 4-byte big-endian length ``N``, then ``N`` bytes holding one CBOR map.
+
+Used on peer links and on the local API socket alike. :class:`FrameDecoder` is a
+sans-IO buffer: feed it bytes as they arrive and take whole frame bodies out. Once it
+has raised :class:`FrameError` the stream is out of step and the decoder refuses more.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from typing import Any
+
+import cbor2
+
+from overlay.core.errors import FrameError, LocalProtocolError
+from overlay.core.limits import DEFAULT_MAX_FRAME, MAX_CBOR_DEPTH
+
+HEADER = struct.Struct(">I")
+HEADER_SIZE = HEADER.size
+
+
+def frame_bytes(body: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
+    """Prefix ``body`` with its length; refuses bodies over ``max_frame`` (our own misuse)."""
+    if len(body) > max_frame:
+        raise LocalProtocolError(f"frame of {len(body)} bytes exceeds the limit of {max_frame}")
+    return HEADER.pack(len(body)) + body
+
+
+def encode_map(obj: dict[str, Any]) -> bytes:
+    """CBOR bytes of a map of ours."""
+    try:
+        return cbor2.dumps(obj)
+    except cbor2.CBOREncodeError as exc:
+        raise LocalProtocolError(f"cannot encode {obj!r} as CBOR: {exc}") from exc
+
+
+def encode_frame(obj: dict[str, Any], max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
+    return frame_bytes(encode_map(obj), max_frame)
+
+
+def decode_map(body: bytes) -> dict[str, Any]:
+    """Decode one frame body, which must be exactly one CBOR map with text keys."""
+    stream = io.BytesIO(body)
+    try:
+        decoder = cbor2.CBORDecoder(stream, max_depth=MAX_CBOR_DEPTH, allow_duplicate_keys=False)
+        obj = decoder.decode()
+    except (cbor2.CBORError, ValueError, TypeError, RecursionError, OverflowError) as exc:
+        raise FrameError(f"frame body is not valid CBOR: {exc}") from None
+    if stream.tell() != len(body):
+        raise FrameError(f"frame body has {len(body) - stream.tell()} trailing bytes after its map")
+    if not isinstance(obj, dict):
+        raise FrameError(f"frame body must be a CBOR map, got {type(obj).__name__}")
+    if not all(isinstance(key, str) for key in obj):
+        raise FrameError("frame map keys must be text")
+    return obj
+
+
+class FrameDecoder:
+    """Split a byte stream into frame bodies, enforcing ``max_frame`` before buffering."""
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self.max_frame = max_frame
+        self._buffer = bytearray()
+        self._broken: FrameError | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as a frame (a truncated frame at EOF)."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> None:
+        if self._broken is not None:
+            raise self._broken
+        self._buffer += data
+
+    def next_body(self) -> bytes | None:
+        """The next complete frame body, or None until more bytes arrive."""
+        if self._broken is not None:
+            raise self._broken
+        buffer = self._buffer
+        if len(buffer) < HEADER_SIZE:
+            return None
+        (length,) = HEADER.unpack_from(buffer)
+        if length > self.max_frame:
+            # Refuse before buffering the body: a peer must not make us hold 4 GiB.
+            self._broken = FrameError(
+                f"frame of {length} bytes exceeds the limit of {self.max_frame}"
+            )
+            raise self._broken
+        end = HEADER_SIZE + length
+        if len(buffer) < end:
+            return None
+        body = bytes(buffer[HEADER_SIZE:end])
+        del buffer[:end]
+        return body
+
+    def bodies(self) -> list[bytes]:
+        """Every complete frame body buffered now."""
+        out = []
+        while (body := self.next_body()) is not None:
+            out.append(body)
+        return out
+
+    def close(self) -> None:
+        """The stream ended: a partial frame left over is a truncated frame."""
+        if self._buffer and self._broken is None:
+            self._broken = FrameError(f"stream ended inside a frame ({len(self._buffer)} bytes)")
+            raise self._broken

@@ -1,0 +1,240 @@
+"""Messages: frozen dataclasses registered by a type name, with validating wire codecs.
+
+A message class is declared once and gets, at registration, a compiled converter for
+each field: to plain CBOR-friendly data for the wire, and back with type checks. Decoding
+input from a peer never trusts it: an unknown type, a missing, extra or mistyped field
+raises :class:`MessageError` (remote blame). Encoding a message of ours that does not
+fit its own declaration raises :class:`LocalProtocolError` (our blame).
+
+Supported field types: ``int``, ``float``, ``str``, ``bytes``, ``bool``, ``None``,
+unions of these (``X | None``), ``tuple[X, ...]``, ``dict[str, X]``, and nested
+:class:`Record` dataclasses (encoded as maps without a type name).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeVar, dataclass_transform
+
+from overlay.core.errors import LocalProtocolError, MessageError
+
+#: Key of the type name in a message's wire map.
+TYPE_KEY = "t"
+
+Converter = Callable[[Any], Any]
+
+
+class _Invalid(Exception):
+    """Raised by decoders; turned into MessageError with the field's path."""
+
+
+class Record:
+    """Base of frozen dataclasses that travel inside messages (e.g. a node reference)."""
+
+    _decoders: ClassVar[dict[str, Converter]]
+    _encoders: ClassVar[dict[str, Converter]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {name: enc(getattr(self, name)) for name, enc in self._encoders.items()}
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> Any:
+        if not isinstance(data, Mapping):
+            raise _Invalid(f"expected a map for {cls.__name__}, got {type(data).__name__}")
+        decoders = cls._decoders
+        unknown = [k for k in data if k not in decoders and k != TYPE_KEY]
+        if unknown:
+            raise _Invalid(f"unknown field {unknown[0]!r}")
+        kwargs: dict[str, Any] = {}
+        for name, dec in decoders.items():
+            if name not in data:
+                if name in cls._optional:
+                    continue
+                raise _Invalid(f"missing field {name!r}")
+            try:
+                kwargs[name] = dec(data[name])
+            except _Invalid as exc:
+                raise _Invalid(f"{name}: {exc}") from None
+        try:
+            return cls(**kwargs)
+        except (TypeError, ValueError) as exc:
+            raise _Invalid(str(exc)) from None
+
+    _optional: ClassVar[frozenset[str]]
+
+
+class Message(Record):
+    """Base of every peer-to-peer message. Subclasses are registered with :func:`message`."""
+
+    type_name: ClassVar[str]
+
+    def to_wire(self) -> dict[str, Any]:
+        wire = super().to_wire()
+        wire[TYPE_KEY] = self.type_name
+        return wire
+
+
+_REGISTRY: dict[str, type[Message]] = {}
+
+R = TypeVar("R", bound=type[Record])
+
+
+def _scalar(kind: type) -> Converter:
+    def check(value: Any) -> Any:
+        # bool is a subclass of int, but a bool where an int belongs is a type error.
+        if type(value) is bool and kind is not bool:
+            raise _Invalid(f"expected {kind.__name__}, got bool")
+        if isinstance(value, kind):
+            return value
+        raise _Invalid(f"expected {kind.__name__}, got {type(value).__name__}")
+
+    return check
+
+
+def _float(value: Any) -> float:
+    if type(value) is bool or not isinstance(value, int | float):
+        raise _Invalid(f"expected a number, got {type(value).__name__}")
+    return float(value)
+
+
+def _none(value: Any) -> None:
+    if value is not None:
+        raise _Invalid(f"expected null, got {type(value).__name__}")
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _compile(tp: Any) -> tuple[Converter, Converter]:
+    """Return (decoder, encoder) for a field type."""
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return _identity, _identity
+    if tp is type(None) or tp is None:
+        return _none, _identity
+    if tp is float:
+        return _float, _identity
+    if tp in (int, str, bytes, bool):
+        return _scalar(tp), _identity
+    if isinstance(tp, type) and issubclass(tp, Record):
+        return tp.from_wire, lambda v: v.to_wire()
+    if origin in (typing.Union, types.UnionType):
+        options = [_compile(arg) for arg in typing.get_args(tp)]
+
+        def decode_union(value: Any) -> Any:
+            errors = []
+            for dec, _ in options:
+                try:
+                    return dec(value)
+                except _Invalid as exc:
+                    errors.append(str(exc))
+            raise _Invalid(" or ".join(errors))
+
+        needs_encoding = any(enc is not _identity for _, enc in options)
+
+        def encode_union(value: Any) -> Any:
+            return value.to_wire() if isinstance(value, Record) else value
+
+        return decode_union, (encode_union if needs_encoding else _identity)
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) != 2 or args[1] is not Ellipsis:
+            raise TypeError(f"only tuple[X, ...] fields are supported, not {tp}")
+        item_dec, item_enc = _compile(args[0])
+
+        def decode_tuple(value: Any) -> tuple[Any, ...]:
+            if not isinstance(value, list | tuple):
+                raise _Invalid(f"expected an array, got {type(value).__name__}")
+            return tuple(item_dec(v) for v in value)
+
+        if item_enc is _identity:
+            return decode_tuple, list
+        return decode_tuple, lambda v: [item_enc(x) for x in v]
+    if origin in (dict, Mapping):
+        key_tp, val_tp = typing.get_args(tp)
+        key_dec, _ = _compile(key_tp)
+        val_dec, val_enc = _compile(val_tp)
+
+        def decode_map(value: Any) -> dict[Any, Any]:
+            if not isinstance(value, Mapping):
+                raise _Invalid(f"expected a map, got {type(value).__name__}")
+            return {key_dec(k): val_dec(v) for k, v in value.items()}
+
+        if val_enc is _identity:
+            return decode_map, dict
+        return decode_map, lambda v: {k: val_enc(x) for k, x in v.items()}
+    raise TypeError(f"unsupported message field type {tp!r}")
+
+
+@dataclass_transform(frozen_default=True)
+def record(cls: R) -> R:
+    """Make ``cls`` a frozen dataclass with compiled wire converters."""
+    dc = dataclasses.dataclass(frozen=True, slots=True)(cls)
+    hints = typing.get_type_hints(dc)
+    decoders: dict[str, Converter] = {}
+    encoders: dict[str, Converter] = {}
+    optional = set()
+    for field in dataclasses.fields(dc):
+        decoders[field.name], encoders[field.name] = _compile(hints[field.name])
+        if (
+            field.default is not dataclasses.MISSING
+            or field.default_factory is not dataclasses.MISSING
+        ):
+            optional.add(field.name)
+    dc._decoders = decoders
+    dc._encoders = encoders
+    dc._optional = frozenset(optional)
+    return dc
+
+
+def message(type_name: str) -> Callable[[R], R]:
+    """Register a message class under ``type_name`` (e.g. ``"chord.find_successor"``)."""
+
+    def register(cls: R) -> R:
+        if not issubclass(cls, Message):
+            raise TypeError(f"{cls.__name__} must subclass Message")
+        if type_name in _REGISTRY:
+            raise LocalProtocolError(f"message type {type_name!r} is registered twice")
+        dc = record(cls)
+        dc.type_name = type_name
+        _REGISTRY[type_name] = dc
+        return dc
+
+    return register
+
+
+def message_type(type_name: str) -> type[Message]:
+    try:
+        return _REGISTRY[type_name]
+    except KeyError:
+        raise LocalProtocolError(f"no message type {type_name!r} is registered") from None
+
+
+def encode_message(msg: Message) -> dict[str, Any]:
+    """The wire map of ``msg``; raises LocalProtocolError if it is not a registered message."""
+    if not isinstance(msg, Message) or _REGISTRY.get(msg.type_name) is not type(msg):
+        raise LocalProtocolError(f"{msg!r} is not a registered message")
+    return msg.to_wire()
+
+
+def decode_message(data: Any) -> Message:
+    """Validate a wire map from a peer and build its message; MessageError when it is bad."""
+    if not isinstance(data, Mapping):
+        raise MessageError(f"a message must be a map, got {type(data).__name__}")
+    type_name = data.get(TYPE_KEY)
+    if not isinstance(type_name, str):
+        raise MessageError(f"a message needs a text field {TYPE_KEY!r} naming its type")
+    cls = _REGISTRY.get(type_name)
+    if cls is None:
+        raise MessageError(f"unknown message type {type_name!r}")
+    try:
+        return cls.from_wire(data)
+    except _Invalid as exc:
+        raise MessageError(f"invalid {type_name}: {exc}") from None

@@ -1,0 +1,57 @@
+"""The shape every sans-IO protocol core has, and a small base class that implements it.
+
+Inputs: ``on_message(now, src, msg)``, ``on_timer(now)``, ``on_unreachable(now, dest,
+msg)`` and application calls of each core. Outputs: effects pulled with
+``drain_effects()`` and the next timer with ``next_deadline()``. ``now`` is seconds on a
+clock the driver chooses (monotonic in daemons, simulated time in the simulator); a
+core never reads a clock itself and takes randomness from the ``random.Random`` it is
+given, so the same inputs always give the same effects.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from overlay.core.effects import Deliver, Effect, Notice, Send, Trace
+from overlay.core.messages import Message
+
+
+@runtime_checkable
+class ProtocolCore(Protocol):
+    """What a driver needs from a core."""
+
+    address: str
+
+    def on_message(self, now: float, src: str, msg: Message) -> None: ...
+
+    def on_timer(self, now: float) -> None: ...
+
+    def on_unreachable(self, now: float, dest: str, msg: Message) -> None: ...
+
+    def next_deadline(self) -> float | None: ...
+
+    def drain_effects(self) -> list[Effect]: ...
+
+
+class CoreBase:
+    """Effect queue plumbing shared by the cores."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self._effects: list[Effect] = []
+
+    def drain_effects(self) -> list[Effect]:
+        effects, self._effects = self._effects, []
+        return effects
+
+    def send(self, dest: str, msg: Message) -> None:
+        self._effects.append(Send(dest, msg))
+
+    def deliver(self, sub: int, event: Any) -> None:
+        self._effects.append(Deliver(sub, event))
+
+    def trace(self, ev: str, **fields: Any) -> None:
+        self._effects.append(Trace(ev, fields))
+
+    def notice(self, kind: str, **data: Any) -> None:
+        self._effects.append(Notice(kind, data))

@@ -1,0 +1,111 @@
+"""Drives one sans-IO core with trio: transport input, timers, application calls, effects.
+
+All calls into the core happen on the trio thread between awaits, so the core needs no
+locks. Application code (the API server) calls :meth:`CoreDriver.call`, which runs the
+core method and carries out its effects at once; the main loop's wait is re-armed when a
+call moves the core's next deadline earlier.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import trio
+
+from overlay.core.effects import Deliver, Notice, Send, Trace
+from overlay.core.errors import LocalProtocolError
+from overlay.core.messages import Message
+from overlay.core.protocol import ProtocolCore
+from overlay.core.tracing import NodeTracer
+from overlay.runtime.transport import Inbound, Transport, Unreachable
+
+log = logging.getLogger("overlay.driver")
+
+T = TypeVar("T")
+RequestHandler = Callable[[str, Message], Message | None]
+
+
+class CoreDriver:
+    def __init__(
+        self,
+        core: ProtocolCore,
+        transport: Transport,
+        tracer: NodeTracer | None = None,
+        on_deliver: Callable[[Deliver], None] | None = None,
+        on_notice: Callable[[Notice], None] | None = None,
+        on_request: RequestHandler | None = None,
+        wallclock: Callable[[], float] = time.time,
+    ) -> None:
+        self.core = core
+        self.transport = transport
+        self.tracer = tracer
+        self.on_deliver = on_deliver
+        self.on_notice = on_notice
+        self.on_request = on_request
+        self.wallclock = wallclock
+        self._wait_scope: trio.CancelScope | None = None
+
+    def now(self) -> float:
+        return trio.current_time()
+
+    def call(self, fn: Callable[[Any, float], T]) -> T:
+        """Run ``fn(core, now)`` and carry out what it asked for."""
+        result = fn(self.core, self.now())
+        self.apply_effects()
+        return result
+
+    def trace(self, ev: str, **fields: Any) -> None:
+        """A trace record from the runtime itself (node_up, node_down)."""
+        if self.tracer is not None:
+            self.tracer.write(self.wallclock(), ev, fields)
+
+    async def run(self, inbox: trio.MemoryReceiveChannel[Inbound | Unreachable]) -> None:
+        """Feed the core until cancelled."""
+        core = self.core
+        while True:
+            deadline = core.next_deadline()
+            item: Inbound | Unreachable | None = None
+            with trio.CancelScope(deadline=math.inf if deadline is None else deadline) as scope:
+                self._wait_scope = scope
+                item = await inbox.receive()
+            self._wait_scope = None
+            now = self.now()
+            if isinstance(item, Inbound):
+                self._on_inbound(now, item)
+            elif isinstance(item, Unreachable):
+                core.on_unreachable(now, item.dest, item.msg)
+            deadline = core.next_deadline()
+            if deadline is not None and deadline <= now:
+                core.on_timer(now)
+            self.apply_effects()
+
+    def _on_inbound(self, now: float, item: Inbound) -> None:
+        if item.rid is not None and self.on_request is not None:
+            answer = self.on_request(item.src, item.msg)
+            if answer is not None:
+                self.transport.reply(item.src, item.rid, answer)
+                return
+        self.core.on_message(now, item.src, item.msg)
+
+    def apply_effects(self) -> None:
+        for effect in self.core.drain_effects():
+            if isinstance(effect, Send):
+                try:
+                    self.transport.send(effect.dest, effect.msg)
+                except LocalProtocolError:
+                    log.exception("core asked to send an unsendable message")
+            elif isinstance(effect, Trace):
+                if self.tracer is not None:
+                    self.tracer.write(self.wallclock(), effect.ev, effect.fields)
+            elif isinstance(effect, Deliver):
+                if self.on_deliver is not None:
+                    self.on_deliver(effect)
+            elif isinstance(effect, Notice) and self.on_notice is not None:
+                self.on_notice(effect)
+        if self._wait_scope is not None:
+            deadline = self.core.next_deadline()
+            self._wait_scope.deadline = math.inf if deadline is None else deadline

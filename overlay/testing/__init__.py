@@ -1,0 +1,1 @@
+"""Helpers for tests and benchmarks: small cores and harnesses, like ``trio.testing``."""

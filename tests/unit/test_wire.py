@@ -1,0 +1,194 @@
+"""Frames and messages: round trips and every kind of bad input."""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+
+import cbor2
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from overlay.core import (
+    FrameDecoder,
+    FrameError,
+    LocalProtocolError,
+    Message,
+    MessageError,
+    Record,
+    decode_map,
+    decode_message,
+    encode_frame,
+    encode_message,
+    message,
+    record,
+)
+
+
+@record
+class Ref(Record):
+    id: int
+    addr: str
+
+
+@message("test.wire_sample")
+class Sample(Message):
+    seq: int
+    who: Ref
+    ratio: float
+    ok: bool
+    blob: bytes
+    path: tuple[Ref, ...] = ()
+    note: str | None = None
+    attrs: dict[str, str | int | float | bool] | None = None
+
+
+SAMPLE = Sample(
+    seq=7,
+    who=Ref(2**127 + 3, "10.0.0.1:7000"),
+    ratio=0.5,
+    ok=True,
+    blob=b"\x00\xff",
+    path=(Ref(1, "a:1"), Ref(2, "b:2")),
+    attrs={"sym": "ACME", "price": 101.5, "n": 3, "urgent": False},
+)
+
+
+def frame_of(obj: object) -> bytes:
+    body = cbor2.dumps(obj)
+    return struct.pack(">I", len(body)) + body
+
+
+def test_message_round_trip_through_a_frame() -> None:
+    decoder = FrameDecoder()
+    decoder.feed(encode_frame(encode_message(SAMPLE)))
+    (body,) = decoder.bodies()
+    assert decode_message(decode_map(body)) == SAMPLE
+
+
+def test_frames_split_across_reads_and_glued_together() -> None:
+    data = encode_frame({"a": 1}) + encode_frame({"b": [1, 2]}) + encode_frame({"c": b"x"})
+    decoder = FrameDecoder()
+    got = []
+    for i in range(len(data)):  # one byte at a time
+        decoder.feed(data[i : i + 1])
+        got += [decode_map(b) for b in decoder.bodies()]
+    assert got == [{"a": 1}, {"b": [1, 2]}, {"c": b"x"}]
+    decoder.close()  # nothing left over: no error
+
+
+def test_truncated_frame_is_an_error_at_end_of_stream() -> None:
+    decoder = FrameDecoder()
+    decoder.feed(encode_frame({"a": 1})[:-1])
+    assert decoder.bodies() == []
+    with pytest.raises(FrameError, match="inside a frame"):
+        decoder.close()
+
+
+def test_oversized_frame_is_refused_before_its_body_arrives() -> None:
+    decoder = FrameDecoder(max_frame=100)
+    decoder.feed(struct.pack(">I", 101))
+    with pytest.raises(FrameError, match="exceeds the limit of 100"):
+        decoder.next_body()
+    with pytest.raises(FrameError):  # the stream stays broken
+        decoder.feed(b"more")
+
+
+def test_encoding_an_oversized_frame_is_local_misuse() -> None:
+    with pytest.raises(LocalProtocolError):
+        encode_frame({"x": b"0" * 200}, max_frame=100)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"\xff\xff", "not valid CBOR"),
+        (cbor2.dumps([1, 2]), "must be a CBOR map"),
+        (cbor2.dumps({1: 2}), "keys must be text"),
+        (cbor2.dumps({"a": 1}) + b"\x00", "trailing bytes"),
+        (b"\xa1", "not valid CBOR"),
+        (b"\xa2\x61a\x01\x61a\x02", "not valid CBOR"),  # duplicate key
+        (b"\x81" * 100 + b"\x00", "not valid CBOR"),  # nesting too deep
+    ],
+)
+def test_bad_frame_bodies(body: bytes, message: str) -> None:
+    with pytest.raises(FrameError, match=message):
+        decode_map(body)
+
+
+@pytest.mark.parametrize(
+    ("wire", "message"),
+    [
+        ({"seq": 1}, "needs a text field 't'"),
+        ({"t": "no.such.type"}, "unknown message type"),
+        ({**encode_message(SAMPLE), "seq": "7"}, "seq: expected int, got str"),
+        ({**encode_message(SAMPLE), "seq": True}, "seq: expected int, got bool"),
+        ({**encode_message(SAMPLE), "ratio": "x"}, "ratio: expected a number"),
+        ({**encode_message(SAMPLE), "who": {"id": 1}}, "who: missing field 'addr'"),
+        ({**encode_message(SAMPLE), "path": [{"id": 1, "addr": 2}]}, "path: addr: expected str"),
+        ({**encode_message(SAMPLE), "path": "ab"}, "path: expected an array"),
+        ({**encode_message(SAMPLE), "attrs": {"k": [1]}}, "attrs"),
+        ({**encode_message(SAMPLE), "extra": 1}, "unknown field 'extra'"),
+        ({k: v for k, v in encode_message(SAMPLE).items() if k != "blob"}, "missing field 'blob'"),
+    ],
+)
+def test_bad_messages(wire: dict[str, object], message: str) -> None:
+    with pytest.raises(MessageError, match=message):
+        decode_message(wire)
+
+
+def test_optional_fields_take_their_defaults() -> None:
+    wire = encode_message(SAMPLE)
+    for key in ("path", "note", "attrs"):
+        del wire[key]
+    decoded = decode_message(wire)
+    assert isinstance(decoded, Sample)
+    assert decoded.path == () and decoded.note is None and decoded.attrs is None
+
+
+def test_registering_a_type_twice_is_local_misuse() -> None:
+    with pytest.raises(LocalProtocolError):
+
+        @message("test.wire_sample")
+        class Again(Message):
+            x: int
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300))
+def test_random_bytes_never_raise_anything_but_frame_errors(data: bytes) -> None:
+    decoder = FrameDecoder(max_frame=256)
+    try:
+        decoder.feed(data)
+        for body in decoder.bodies():
+            with contextlib.suppress(MessageError):
+                decode_message(decode_map(body))
+        decoder.close()
+    except FrameError:
+        pass
+
+
+cbor_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text()
+    | st.binary(),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["t", "seq", "who", "ratio", "ok", "blob", "path"]), cbor_values
+    )
+)
+def test_random_maps_are_rejected_with_message_errors(wire: dict[str, object]) -> None:
+    with contextlib.suppress(MessageError, FrameError):
+        decode_message(decode_map(cbor2.dumps(wire)))
