@@ -7,8 +7,9 @@ raises :class:`MessageError` (remote blame). Encoding a message of ours that doe
 fit its own declaration raises :class:`LocalProtocolError` (our blame).
 
 Supported field types: ``int``, ``float``, ``str``, ``bytes``, ``bool``, ``None``,
-unions of these (``X | None``), ``tuple[X, ...]``, ``dict[str, X]``, and nested
-:class:`Record` dataclasses (encoded as maps without a type name).
+unions of these (``X | None``), ``tuple[X, ...]``, ``dict[str, X]``, nested
+:class:`Record` dataclasses (encoded as maps without a type name), and ``Message``
+(any registered message, encoded with its type name: an envelope's payload).
 """
 
 from __future__ import annotations
@@ -123,6 +124,9 @@ def _compile(tp: Any) -> tuple[Converter, Converter]:
         return _float, _identity
     if tp in (int, str, bytes, bool):
         return _scalar(tp), _identity
+    if tp is Message:
+        # Any registered message (e.g. the payload of a routed envelope).
+        return _decode_any_message, _encode_any_message
     if isinstance(tp, type) and issubclass(tp, Record):
         return tp.from_wire, lambda v: v.to_wire()
     if origin in (typing.Union, types.UnionType):
@@ -171,6 +175,17 @@ def _compile(tp: Any) -> tuple[Converter, Converter]:
             return decode_map, dict
         return decode_map, lambda v: {k: val_enc(x) for k, x in v.items()}
     raise TypeError(f"unsupported message field type {tp!r}")
+
+
+def _decode_any_message(value: Any) -> Message:
+    try:
+        return decode_message(value)
+    except MessageError as exc:
+        raise _Invalid(str(exc)) from None
+
+
+def _encode_any_message(value: Any) -> Any:
+    return encode_message(value)
 
 
 @dataclass_transform(frozen_default=True)

@@ -20,6 +20,7 @@ from overlay.core import (
     decode_map,
     decode_message,
     encode_frame,
+    encode_map,
     encode_message,
     message,
     record,
@@ -136,6 +137,20 @@ def test_bad_frame_bodies(body: bytes, message: str) -> None:
 def test_bad_messages(wire: dict[str, object], message: str) -> None:
     with pytest.raises(MessageError, match=message):
         decode_message(wire)
+
+
+@message("test.wire_envelope")
+class Envelope(Message):
+    key: int
+    payload: Message
+
+
+def test_a_message_field_carries_any_registered_message() -> None:
+    env = Envelope(5, SAMPLE)
+    assert decode_message(decode_map(encode_map(encode_message(env)))) == env
+    bad = {**encode_message(env), "payload": {"t": "no.such"}}
+    with pytest.raises(MessageError, match="payload: unknown message type"):
+        decode_message(bad)
 
 
 def test_optional_fields_take_their_defaults() -> None:

@@ -1,0 +1,111 @@
+"""The key-based routing (KBR) API of the "common API" for structured overlays
+(Dabek et al., IPTPS 2003), which Scribe and other applications are written against.
+
+The Chord core is the *host*: it owns the ring state and offers down-calls
+(:class:`KbrHost`). An application plugged into it implements the up-calls
+(:class:`KbrApplication`). Both are sans-IO: the host's effect queue carries what
+the application asks for (sends, traces, deliveries), and the host folds the
+application's timers into its own ``next_deadline()``.
+
+Routing contract:
+- ``route(now, key, msg)`` sends ``msg`` hop by hop toward ``succ(key)``.
+- At every node the message passes through, other than the one that called
+  ``route``, the host calls ``app.forward(now, key, msg, next_hop)`` before passing it
+  on. The application returns the message to forward (the same one or a changed
+  one), or ``None`` to stop it there (Scribe stops a JOIN at a node already in the tree).
+- At the node responsible for ``key`` the host calls ``app.deliver(now, key, msg,
+  hops)``; when the caller of ``route`` is itself responsible, ``deliver`` is called at
+  once with ``hops == 0``.
+- A next hop that turns out unreachable is removed from the host's tables and the
+  message is routed around it; the application does not see that.
+- Messages an application sends with ``send_direct`` arrive at the other side's
+  application through ``on_direct``; failures come back through ``on_unreachable``.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Protocol
+
+from overlay.core.messages import Message, Record, record
+
+
+@record
+class NodeRef(Record):
+    """A node as the overlay knows it: ring identifier and advertised address."""
+
+    id: int
+    addr: str
+
+
+class KbrHost(Protocol):
+    """Down-calls the Chord core offers to its application."""
+
+    #: This node.
+    local: NodeRef
+    #: Identifier bits of the ring (m).
+    bits: int
+    #: The seeded random source this node was given (applications share it).
+    rng: random.Random
+
+    def route(self, now: float, key: int, msg: Message) -> None:
+        """Send ``msg`` toward the node responsible for ``key`` (see module docs)."""
+        ...
+
+    def send_direct(self, dest: str, msg: Message) -> None:
+        """Send ``msg`` to the node at address ``dest`` in one hop."""
+        ...
+
+    def is_responsible(self, key: int) -> bool:
+        """Whether this node is ``succ(key)`` as far as it knows (pred < key <= self)."""
+        ...
+
+    def replica_set(self, key: int, max_rank: int) -> list[NodeRef]:
+        """Up to ``max_rank`` nodes that would take over ``key`` next (successor list)."""
+        ...
+
+    def predecessor(self) -> NodeRef | None: ...
+
+    def successor(self) -> NodeRef: ...
+
+    def trace(self, ev: str, **fields: Any) -> None:
+        """Append a trace record (TRACES.md) for this node."""
+        ...
+
+    def deliver_local(self, sub: int, event: Any) -> None:
+        """Emit a ``Deliver`` effect: hand ``event`` to local subscription ``sub``."""
+        ...
+
+    def notice(self, kind: str, **data: Any) -> None:
+        """Emit a ``Notice`` effect for the local application layer (API server)."""
+        ...
+
+
+class KbrApplication(Protocol):
+    """Up-calls an application plugged into the Chord core implements."""
+
+    def forward(self, now: float, key: int, msg: Message, next_hop: NodeRef) -> Message | None:
+        """A routed message passes through; return it (maybe changed) or None to stop it."""
+        ...
+
+    def deliver(self, now: float, key: int, msg: Message, hops: int) -> None:
+        """A routed message reached the node responsible for its key."""
+        ...
+
+    def on_direct(self, now: float, src: str, msg: Message) -> None:
+        """A message another node's application sent with ``send_direct``."""
+        ...
+
+    def on_unreachable(self, now: float, dest: str, msg: Message) -> None:
+        """A ``send_direct`` to ``dest`` failed."""
+        ...
+
+    def update(self, now: float, node: NodeRef, joined: bool) -> None:
+        """The neighbour set changed: ``node`` became (joined) or stopped being a
+        predecessor/successor-list neighbour. The key range this node is responsible
+        for may have changed; ``is_responsible`` tells the new answer."""
+        ...
+
+    def on_timer(self, now: float) -> None: ...
+
+    def next_deadline(self) -> float | None: ...
