@@ -48,20 +48,19 @@ class Record:
     def from_wire(cls, data: Mapping[str, Any]) -> Any:
         if not isinstance(data, Mapping):
             raise _Invalid(f"expected a map for {cls.__name__}, got {type(data).__name__}")
-        decoders = cls._decoders
-        unknown = [k for k in data if k not in decoders and k != TYPE_KEY]
-        if unknown:
-            raise _Invalid(f"unknown field {unknown[0]!r}")
         kwargs: dict[str, Any] = {}
-        for name, dec in decoders.items():
-            if name not in data:
-                if name in cls._optional:
-                    continue
+        for name, dec in cls._decoders.items():
+            if name in data:
+                try:
+                    kwargs[name] = dec(data[name])
+                except _Invalid as exc:
+                    raise _Invalid(f"{name}: {exc}") from None
+            elif name not in cls._optional:
                 raise _Invalid(f"missing field {name!r}")
-            try:
-                kwargs[name] = dec(data[name])
-            except _Invalid as exc:
-                raise _Invalid(f"{name}: {exc}") from None
+        # Every key was consumed unless the counts differ: only then look for the stranger.
+        if len(kwargs) != len(data) - (TYPE_KEY in data):
+            unknown = [k for k in data if k not in cls._decoders and k != TYPE_KEY]
+            raise _Invalid(f"unknown field {unknown[0]!r}")
         try:
             return cls(**kwargs)
         except (TypeError, ValueError) as exc:
@@ -88,8 +87,10 @@ R = TypeVar("R", bound=type[Record])
 
 def _scalar(kind: type) -> Converter:
     def check(value: Any) -> Any:
+        if type(value) is kind:
+            return value
         # bool is a subclass of int, but a bool where an int belongs is a type error.
-        if type(value) is bool and kind is not bool:
+        if type(value) is bool:
             raise _Invalid(f"expected {kind.__name__}, got bool")
         if isinstance(value, kind):
             return value

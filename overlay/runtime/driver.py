@@ -8,6 +8,7 @@ call moves the core's next deadline earlier.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -63,8 +64,14 @@ class CoreDriver:
         if self.tracer is not None:
             self.tracer.write(self.wallclock(), ev, fields)
 
-    async def run(self, inbox: trio.MemoryReceiveChannel[Inbound | Unreachable]) -> None:
-        """Feed the core until cancelled."""
+    async def run(self, inbox: trio.MemoryReceiveChannel[Inbound | Unreachable],
+                  batch: int = 512) -> None:
+        """Feed the core until cancelled.
+
+        After each wait, up to ``batch`` queued inputs are handled before effects are
+        carried out, so that a burst costs one pass through the scheduler, and the sends
+        it causes leave in one batch per peer.
+        """
         core = self.core
         while True:
             deadline = core.next_deadline()
@@ -74,10 +81,17 @@ class CoreDriver:
                 item = await inbox.receive()
             self._wait_scope = None
             now = self.now()
-            if isinstance(item, Inbound):
-                self._on_inbound(now, item)
-            elif isinstance(item, Unreachable):
-                core.on_unreachable(now, item.dest, item.msg)
+            handled = 0
+            while item is not None:
+                if isinstance(item, Inbound):
+                    self._on_inbound(now, item)
+                else:
+                    core.on_unreachable(now, item.dest, item.msg)
+                handled += 1
+                item = None
+                if handled < batch:
+                    with contextlib.suppress(trio.WouldBlock):
+                        item = inbox.receive_nowait()
             deadline = core.next_deadline()
             if deadline is not None and deadline <= now:
                 core.on_timer(now)

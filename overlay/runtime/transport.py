@@ -338,21 +338,23 @@ class Transport:
 
     async def _read_loop(self, stream: trio.abc.Stream, src: str, cipher: FrameCipher | None,
                          decoder: FrameDecoder) -> None:
+        inbox = self.inbox
         while True:
             for body in decoder.bodies():
                 if cipher is not None:
                     body = cipher.open(body)
-                await self._dispatch_async(src, decode_map(body))
-            data = await stream.receive_some(1 << 16)
+                item = self._decode_inbound(src, decode_map(body))
+                if item is None:
+                    continue
+                try:
+                    inbox.send_nowait(item)
+                except trio.WouldBlock:
+                    await inbox.send(item)  # the core is behind: stop reading, TCP pushes back
+            data = await stream.receive_some(1 << 18)
             if not data:
                 decoder.close()
                 return
             decoder.feed(data)
-
-    async def _dispatch_async(self, src: str, wire: dict[str, Any]) -> None:
-        item = self._decode_inbound(src, wire)
-        if item is not None:
-            await self.inbox.send(item)
 
     def _dispatch(self, src: str, wire: dict[str, Any]) -> None:
         item = self._decode_inbound(src, wire)

@@ -106,7 +106,6 @@ def test_encoding_an_oversized_frame_is_local_misuse() -> None:
     [
         (b"\xff\xff", "not valid CBOR"),
         (cbor2.dumps([1, 2]), "must be a CBOR map"),
-        (cbor2.dumps({1: 2}), "keys must be text"),
         (cbor2.dumps({"a": 1}) + b"\x00", "trailing bytes"),
         (b"\xa1", "not valid CBOR"),
         (b"\xa2\x61a\x01\x61a\x02", "not valid CBOR"),  # duplicate key
@@ -131,6 +130,7 @@ def test_bad_frame_bodies(body: bytes, message: str) -> None:
         ({**encode_message(SAMPLE), "path": "ab"}, "path: expected an array"),
         ({**encode_message(SAMPLE), "attrs": {"k": [1]}}, "attrs"),
         ({**encode_message(SAMPLE), "extra": 1}, "unknown field 'extra'"),
+        ({**encode_message(SAMPLE), 7: 1}, "unknown field 7"),
         ({k: v for k, v in encode_message(SAMPLE).items() if k != "blob"}, "missing field 'blob'"),
     ],
 )

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Set up everything overlay needs on a fresh Debian/Ubuntu-like machine: a Java runtime
+# for Spark, and a virtualenv (.venv) with the project and its development extras.
+# Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v java >/dev/null 2>&1; then
+  echo "setup: installing a Java runtime for Spark" >&2
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+fi
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+if ! .venv/bin/python -c "import overlay, trio, pyspark, pytest_trio" >/dev/null 2>&1 \
+   || [ pyproject.toml -nt .venv/.installed ]; then
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e '.[dev]'
+  touch .venv/.installed
+fi
