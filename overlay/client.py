@@ -1,0 +1,415 @@
+"""Python clients of the local socket API (API.md): async for trio, and blocking.
+
+Async::
+
+    async with overlay.client.connect() as client:
+        await client.publish("prices", attrs={"sym": "ACME", "price": 101.5})
+        async with client.subscribe("prices", filter="price > 100") as sub:
+            async for event in sub:
+                print(event.attrs)
+
+Blocking::
+
+    with overlay.client.BlockingClient.connect() as client:
+        client.publish("prices", attrs={"sym": "ACME"})
+
+Where to connect: an explicit target, else ``$OVERLAY_API``, else the default state
+directory's ``api.sock``. A target is a Unix socket path, or ``tcp:HOST:PORT``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from overlay.core.errors import FrameError
+from overlay.core.framing import FrameDecoder, decode_map, encode_frame
+
+API_VERSION = 1
+AttrValue = str | int | float | bool
+
+
+def default_state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "overlay"
+
+
+def default_target() -> str:
+    return os.environ.get("OVERLAY_API") or str(default_state_dir() / "api.sock")
+
+
+# -- errors --------------------------------------------------------------------------
+
+
+class ClientError(Exception):
+    """Base of the client's errors."""
+
+
+class ConnectionLost(ClientError):
+    """The daemon closed the connection, or could not be reached."""
+
+
+class RequestError(ClientError):
+    """The daemon answered a request with an error (API.md ``error``)."""
+
+    code = "internal"
+
+    def __init__(self, code: str, message: str, extra: dict[str, Any] | None = None) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.extra = extra or {}
+
+    @staticmethod
+    def from_wire(error: Any) -> RequestError:
+        if not isinstance(error, dict):
+            return RequestError("internal", f"malformed error {error!r}")
+        code, message = str(error.get("code")), str(error.get("message"))
+        extra = {k: v for k, v in error.items() if k not in ("code", "message")}
+        cls = _ERRORS.get(code, RequestError)
+        return cls(code, message, extra)
+
+
+class BadFilter(RequestError):
+    @property
+    def pos(self) -> int | None:
+        return self.extra.get("pos")
+
+
+class UnknownSub(RequestError): ...
+
+
+class NotReady(RequestError): ...
+
+
+class Overloaded(RequestError): ...
+
+
+class UnsupportedVersion(RequestError): ...
+
+
+_ERRORS: dict[str, type[RequestError]] = {
+    "bad_filter": BadFilter, "unknown_sub": UnknownSub, "not_ready": NotReady,
+    "overloaded": Overloaded, "unsupported_version": UnsupportedVersion,
+}
+
+
+# -- values ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Event:
+    """A ``notify`` push: one event for one subscription."""
+
+    sub: int
+    topic: str
+    msg_id: str
+    seq: int | None
+    attrs: dict[str, AttrValue]
+    payload: bytes
+    publisher: str
+    ts: float
+
+    @staticmethod
+    def from_wire(push: dict[str, Any]) -> Event:
+        return Event(sub=push["sub"], topic=push["topic"], msg_id=push["msg_id"],
+                     seq=push.get("seq"), attrs=push.get("attrs") or {},
+                     payload=push.get("payload") or b"", publisher=push.get("publisher", ""),
+                     ts=push.get("ts", 0.0))
+
+
+@dataclass(frozen=True)
+class Published:
+    msg_id: str
+    seq: int | None
+
+
+def subscribe_request(topic: str, filter: str, expiry: float | None, group: str | None,
+                      last: int | None, since_seq: int | None) -> dict[str, Any]:
+    req: dict[str, Any] = {"op": "subscribe", "topic": topic, "filter": filter}
+    if expiry is not None:
+        req["expiry"] = expiry
+    if group is not None:
+        req["group"] = group
+    if last is not None:
+        req["replay"] = {"last": last}
+    elif since_seq is not None:
+        req["replay"] = {"since_seq": since_seq}
+    return req
+
+
+def publish_request(topic: str, attrs: dict[str, AttrValue] | None, payload: bytes,
+                    reliable: bool, msg_id: str | None) -> dict[str, Any]:
+    req: dict[str, Any] = {"op": "publish", "topic": topic, "attrs": attrs or {},
+                           "payload": payload, "reliable": reliable}
+    if msg_id is not None:
+        req["msg_id"] = msg_id
+    return req
+
+
+# -- async client ----------------------------------------------------------------------
+
+
+async def _open_stream(target: str) -> trio.abc.Stream:
+    try:
+        if target.startswith("tcp:"):
+            host, _, port = target[4:].rpartition(":")
+            return await trio.open_tcp_stream(host.strip("[]"), int(port))
+        return await trio.open_unix_socket(target)
+    except (OSError, ValueError) as exc:
+        raise ConnectionLost(f"cannot reach the daemon at {target}: {exc}") from None
+
+
+class Subscription:
+    """Events of one subscription; iterate with ``async for``."""
+
+    def __init__(self, client: AsyncClient, sub: int,
+                 receive: trio.MemoryReceiveChannel[Event]) -> None:
+        self.client = client
+        self.sub = sub
+        self._receive = receive
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Event:
+        try:
+            return await self._receive.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def renew(self, expiry: float) -> None:
+        await self.client.request({"op": "renew", "sub": self.sub, "expiry": expiry})
+
+    async def unsubscribe(self) -> None:
+        await self.client.request({"op": "unsubscribe", "sub": self.sub})
+        self.client._end_subscription(self.sub)
+
+
+class AsyncClient:
+    def __init__(self, stream: trio.abc.Stream, buffer: int) -> None:
+        self._stream = stream
+        self._buffer = buffer
+        self._rids = itertools.count(1)
+        self._pending: dict[int, trio.MemorySendChannel[dict[str, Any]]] = {}
+        self._subs: dict[int, trio.MemorySendChannel[Event]] = {}
+        self._send_lock = trio.Lock()
+        self._closed: ClientError | None = None
+        self.hello: dict[str, Any] = {}
+
+    async def request(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Send one request and wait for its reply; raises RequestError on ``ok: false``."""
+        if self._closed is not None:
+            raise self._closed
+        rid = next(self._rids)
+        send_channel, receive_channel = trio.open_memory_channel[dict[str, Any]](1)
+        self._pending[rid] = send_channel
+        try:
+            async with self._send_lock:
+                await self._stream.send_all(encode_frame({**req, "rid": rid}))
+            reply = await receive_channel.receive()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.EndOfChannel):
+            raise self._closed or ConnectionLost("connection to the daemon lost") from None
+        finally:
+            self._pending.pop(rid, None)
+        if not reply.get("ok"):
+            raise RequestError.from_wire(reply.get("error"))
+        return reply
+
+    async def publish(self, topic: str, payload: bytes = b"", *,
+                      attrs: dict[str, AttrValue] | None = None, reliable: bool = True,
+                      msg_id: str | None = None) -> Published:
+        reply = await self.request(publish_request(topic, attrs, payload, reliable, msg_id))
+        return Published(reply["msg_id"], reply.get("seq"))
+
+    @asynccontextmanager
+    async def subscribe(self, topic: str, filter: str = "", *, expiry: float | None = None,
+                        group: str | None = None, last: int | None = None,
+                        since_seq: int | None = None) -> AsyncIterator[Subscription]:
+        send_channel, receive_channel = trio.open_memory_channel[Event](self._buffer)
+        reply = await self.request(subscribe_request(topic, filter, expiry, group, last,
+                                                     since_seq))
+        sub = reply["sub"]
+        self._subs[sub] = send_channel
+        subscription = Subscription(self, sub, receive_channel)
+        try:
+            yield subscription
+        finally:
+            if sub in self._subs and self._closed is None:
+                self._end_subscription(sub)
+                with trio.CancelScope(shield=True), trio.move_on_after(5), suppress(ClientError):
+                    await self.request({"op": "unsubscribe", "sub": sub})
+
+    async def status(self) -> dict[str, Any]:
+        reply = await self.request({"op": "status"})
+        return {k: v for k, v in reply.items() if k not in ("rid", "ok")}
+
+    def _end_subscription(self, sub: int) -> None:
+        channel = self._subs.pop(sub, None)
+        if channel is not None:
+            channel.close()
+
+    async def _read_loop(self) -> None:
+        decoder = FrameDecoder(1 << 24)
+        try:
+            while True:
+                data = await self._stream.receive_some(1 << 16)
+                if not data:
+                    raise ConnectionLost("the daemon closed the connection")
+                decoder.feed(data)
+                for body in decoder.bodies():
+                    await self._dispatch(decode_map(body))
+        except ClientError as exc:
+            self._closed = exc
+        except FrameError as exc:
+            self._closed = ConnectionLost(f"unreadable data from the daemon: {exc}")
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            self._closed = ConnectionLost("connection to the daemon lost")
+        finally:
+            for channel in [*self._pending.values(), *self._subs.values()]:
+                channel.close()
+            self._subs.clear()
+
+    async def _dispatch(self, msg: dict[str, Any]) -> None:
+        event = msg.get("event")
+        if event is None:
+            waiter = self._pending.get(msg.get("rid"))  # type: ignore[arg-type]
+            if waiter is not None:
+                waiter.send_nowait(msg)
+        elif event == "notify":
+            channel = self._subs.get(msg.get("sub"))  # type: ignore[arg-type]
+            if channel is not None:
+                # Waits when the application is behind: we stop reading, the daemon's
+                # bounded queue fills, and it applies its overload policy.
+                await channel.send(Event.from_wire(msg))
+        elif event == "expired":
+            self._end_subscription(msg.get("sub"))  # type: ignore[arg-type]
+        elif event == "error":
+            raise RequestError.from_wire(msg.get("error"))
+
+
+@asynccontextmanager
+async def connect(target: str | None = None, *, client_name: str = "overlay-python",
+                  buffer: int = 10_000) -> AsyncIterator[AsyncClient]:
+    """Connect to a daemon, say hello, and yield a client; closes on exit."""
+    stream = await _open_stream(target or default_target())
+    async with stream, trio.open_nursery() as nursery:
+        client = AsyncClient(stream, buffer)
+        nursery.start_soon(client._read_loop)
+        client.hello = await client.request({"op": "hello", "version": API_VERSION,
+                                             "client": client_name})
+        yield client
+        nursery.cancel_scope.cancel()
+
+
+# -- blocking client -------------------------------------------------------------------
+
+
+class BlockingClient:
+    """A synchronous client for scripts: one request at a time, pushes buffered."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._decoder = FrameDecoder(1 << 24)
+        self._rids = itertools.count(1)
+        self._events: list[dict[str, Any]] = []
+        self.hello: dict[str, Any] = {}
+
+    @classmethod
+    @contextmanager
+    def connect(cls, target: str | None = None, timeout: float | None = 30.0,
+                client_name: str = "overlay-python") -> Iterator[BlockingClient]:
+        target = target or default_target()
+        try:
+            if target.startswith("tcp:"):
+                host, _, port = target[4:].rpartition(":")
+                sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+            else:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.settimeout(timeout)
+                sock.connect(target)
+        except (OSError, ValueError) as exc:
+            raise ConnectionLost(f"cannot reach the daemon at {target}: {exc}") from None
+        with sock:
+            client = cls(sock)
+            client.hello = client.request({"op": "hello", "version": API_VERSION,
+                                           "client": client_name})
+            yield client
+
+    def _read_one(self) -> dict[str, Any]:
+        while (body := self._decoder.next_body()) is None:
+            try:
+                data = self._sock.recv(1 << 16)
+            except TimeoutError:
+                raise
+            except OSError as exc:
+                raise ConnectionLost(f"connection to the daemon lost: {exc}") from None
+            if not data:
+                raise ConnectionLost("the daemon closed the connection")
+            self._decoder.feed(data)
+        return decode_map(body)
+
+    def request(self, req: dict[str, Any]) -> dict[str, Any]:
+        rid = next(self._rids)
+        try:
+            self._sock.sendall(encode_frame({**req, "rid": rid}))
+        except OSError as exc:
+            raise ConnectionLost(f"connection to the daemon lost: {exc}") from None
+        while True:
+            msg = self._read_one()
+            if msg.get("event") == "error":
+                raise RequestError.from_wire(msg.get("error"))
+            if "event" in msg:
+                self._events.append(msg)
+            elif msg.get("rid") == rid:
+                if not msg.get("ok"):
+                    raise RequestError.from_wire(msg.get("error"))
+                return msg
+
+    def publish(self, topic: str, payload: bytes = b"", *,
+                attrs: dict[str, AttrValue] | None = None, reliable: bool = True,
+                msg_id: str | None = None) -> Published:
+        reply = self.request(publish_request(topic, attrs, payload, reliable, msg_id))
+        return Published(reply["msg_id"], reply.get("seq"))
+
+    def subscribe(self, topic: str, filter: str = "", *, expiry: float | None = None,
+                  group: str | None = None, last: int | None = None,
+                  since_seq: int | None = None) -> int:
+        req = subscribe_request(topic, filter, expiry, group, last, since_seq)
+        return int(self.request(req)["sub"])
+
+    def unsubscribe(self, sub: int) -> None:
+        self.request({"op": "unsubscribe", "sub": sub})
+
+    def renew(self, sub: int, expiry: float) -> None:
+        self.request({"op": "renew", "sub": sub, "expiry": expiry})
+
+    def status(self) -> dict[str, Any]:
+        reply = self.request({"op": "status"})
+        return {k: v for k, v in reply.items() if k not in ("rid", "ok")}
+
+    def events(self) -> Iterator[Event | int]:
+        """Pushes as they come: an :class:`Event`, or the sub id of an expired subscription.
+
+        Raises ``TimeoutError`` when nothing arrives within the socket timeout.
+        """
+        while True:
+            msg = self._events.pop(0) if self._events else self._read_one()
+            kind = msg.get("event")
+            if kind == "notify":
+                yield Event.from_wire(msg)
+            elif kind == "expired":
+                yield int(msg["sub"])
+            elif kind == "error":
+                raise RequestError.from_wire(msg.get("error"))
+
+    def set_timeout(self, timeout: float | None) -> None:
+        self._sock.settimeout(timeout)

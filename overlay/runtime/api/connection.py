@@ -1,0 +1,248 @@
+"""One client connection of the local API: its subscriptions, its ordered replies, its queue.
+
+Replies go out in request order even when a later request finishes first (a status
+after a reliable publish waiting for its ack), while pushes are written as they come.
+Everything waiting to be written counts against ``max_queue_bytes``: a subscriber that
+does not read is cut off with an ``overloaded`` error instead of growing our memory.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from overlay.core.errors import FrameError
+from overlay.core.framing import FrameDecoder, decode_map, encode_frame
+from overlay.runtime.api.requests import (
+    API_VERSION,
+    BAD_FRAME,
+    BAD_REQUEST,
+    INTERNAL,
+    NOT_READY,
+    OVERLOADED,
+    UNKNOWN_SUB,
+    UNSUPPORTED_VERSION,
+    ApiError,
+    Hello,
+    Publish,
+    Renew,
+    Status,
+    Subscribe,
+    Unsubscribe,
+    parse_request,
+)
+from overlay.runtime.api.service import Expired, Push
+
+if TYPE_CHECKING:
+    from overlay.runtime.api.server import ApiServer
+
+log = logging.getLogger("overlay.api")
+
+
+@dataclass(eq=False)  # identity matters: slots are borrowers of the publish limiter
+class _ReplySlot:
+    data: bytes | None = None
+
+
+class ApiConnection:
+    def __init__(self, server: ApiServer, stream: trio.abc.Stream, conn_id: int) -> None:
+        self.server = server
+        self.service = server.service
+        self.config = server.config
+        self.stream = stream
+        self.conn_id = conn_id
+        self.subs: set[int] = set()
+        self.greeted = False
+        self._pushes: deque[bytes] = deque()
+        self._replies: deque[_ReplySlot] = deque()
+        self._queued_bytes = 0
+        self._wake = trio.Event()
+        self._closing = False
+        self._publishes = trio.CapacityLimiter(self.config.max_inflight_publishes)
+        self._nursery: trio.Nursery | None = None
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._write_loop, nursery.cancel_scope)
+                await self._read_loop()
+                nursery.cancel_scope.cancel()
+        finally:
+            self._closing = True
+            for sub in sorted(self.subs):
+                self.service.unsubscribe(sub, "disconnect")
+            self.subs.clear()
+
+    def _close_with(self, error: ApiError) -> None:
+        """Send an error push (best effort) and close: the stream cannot go on."""
+        if self._closing:
+            return
+        self._closing = True
+        self._pushes.clear()
+        self._replies.clear()
+        self._pushes.append(encode_frame({"event": "error", "error": error.to_wire()}))
+        self._wake.set()
+        # The writer cancels the connection once the error is out; a client that does
+        # not read gets ``close_grace`` seconds for it.
+        if self._nursery is not None:
+            self._nursery.cancel_scope.deadline = trio.current_time() + self.config.close_grace
+
+    # -- reading ----------------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        decoder = FrameDecoder(self.config.max_frame)
+        try:
+            while not self._closing:
+                data = await self.stream.receive_some(1 << 16)
+                if not data:
+                    decoder.close()
+                    return
+                decoder.feed(data)
+                while not self._closing and (body := decoder.next_body()) is not None:
+                    await self._handle(decode_map(body))
+        except FrameError as exc:
+            self.server.stats["bad_frames"] += 1
+            self._close_with(ApiError(BAD_FRAME, str(exc)))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return
+        await trio.sleep_forever()  # until the writer (or the close deadline) ends us
+
+    async def _handle(self, req: dict[str, Any]) -> None:
+        self.server.stats["requests"] += 1
+        rid = req.get("rid")
+        if type(rid) is not int or rid < 0:
+            self._reply_now(None, ApiError(BAD_REQUEST, "a request needs 'rid', an unsigned int"))
+            return
+        try:
+            request = parse_request(req)
+            if not self.greeted and not isinstance(request, Hello):
+                raise ApiError(BAD_REQUEST, "the first request on a connection must be hello")
+            if isinstance(request, Publish):
+                await self._start_publish(rid, request)
+                return
+            result = self._execute(request)
+        except ApiError as exc:
+            self._reply_now(rid, exc)
+            return
+        except Exception as exc:  # a bug of ours: the client gets 'internal', we go on
+            log.exception("internal error handling %s", req.get("op"))
+            self._reply_now(rid, ApiError(INTERNAL, f"internal error: {type(exc).__name__}"))
+            return
+        self._reply_now(rid, result)
+
+    def _execute(self, request: Any) -> dict[str, Any]:
+        service = self.service
+        if isinstance(request, Hello):
+            if request.version != API_VERSION:
+                raise ApiError(UNSUPPORTED_VERSION,
+                               f"API version {request.version} is not supported; use 1",
+                               supported=[API_VERSION])
+            self.greeted = True
+            return {"node": service.node_hex, "version": API_VERSION, "mode": service.mode}
+        if isinstance(request, Status):
+            return {**service.status(), "api": self.server.status()}
+        if not service.ready:
+            raise ApiError(NOT_READY, "this node has not joined the overlay yet")
+        if isinstance(request, Subscribe):
+            if len(self.subs) >= self.config.max_subscriptions_per_connection:
+                raise ApiError(OVERLOADED, "too many subscriptions on this connection")
+            sub = service.subscribe(request, self._push)
+            self.subs.add(sub)
+            return {"sub": sub}
+        if isinstance(request, Renew | Unsubscribe):
+            if request.sub not in self.subs:
+                raise ApiError(UNKNOWN_SUB, f"no subscription {request.sub} on this connection")
+            if isinstance(request, Renew):
+                service.renew(request.sub, request.expiry)
+            else:
+                self.subs.discard(request.sub)
+                service.unsubscribe(request.sub, "client")
+            return {}
+        raise ApiError(BAD_REQUEST, f"unhandled request {type(request).__name__}")
+
+    async def _start_publish(self, rid: int, request: Publish) -> None:
+        if not self.service.ready:
+            raise ApiError(NOT_READY, "this node has not joined the overlay yet")
+        slot = _ReplySlot()
+        # Bounded in-flight publishes: past the bound we stop reading this client.
+        await self._publishes.acquire_on_behalf_of(slot)
+        self._replies.append(slot)
+        assert self._nursery is not None
+        self._nursery.start_soon(self._run_publish, rid, request, slot)
+
+    async def _run_publish(self, rid: int, request: Publish, slot: _ReplySlot) -> None:
+        try:
+            result = await self.service.publish(request)
+            body: dict[str, Any] | ApiError = {"msg_id": result.msg_id, "seq": result.seq}
+        except ApiError as exc:
+            body = exc
+        except Exception as exc:
+            log.exception("internal error in publish")
+            body = ApiError(INTERNAL, f"internal error: {type(exc).__name__}")
+        finally:
+            self._publishes.release_on_behalf_of(slot)
+        self._fill(slot, rid, body)
+
+    # -- writing ----------------------------------------------------------------------
+
+    def _reply_now(self, rid: int | None, body: dict[str, Any] | ApiError) -> None:
+        slot = _ReplySlot()
+        self._replies.append(slot)
+        self._fill(slot, rid, body)
+
+    def _fill(self, slot: _ReplySlot, rid: int | None, body: dict[str, Any] | ApiError) -> None:
+        if isinstance(body, ApiError):
+            reply = {"rid": rid, "ok": False, "error": body.to_wire()}
+        else:
+            reply = {"rid": rid, "ok": True, **body}
+        slot.data = encode_frame(reply)
+        self._account(len(slot.data))
+        self._wake.set()
+
+    def _push(self, push: Push) -> None:
+        """Sink for the service: queue a push, or cut off a client that cannot keep up."""
+        if self._closing:
+            return
+        if isinstance(push, Expired):
+            self.subs.discard(push.sub)
+        data = encode_frame(push.to_wire())
+        self._pushes.append(data)
+        self._account(len(data))
+        self._wake.set()
+
+    def _account(self, size: int) -> None:
+        self._queued_bytes += size
+        if self._queued_bytes > self.config.max_queue_bytes and not self._closing:
+            self.server.stats["overloaded_closes"] += 1
+            log.warning("API connection %d is not reading: closing it (overloaded)", self.conn_id)
+            self._close_with(ApiError(OVERLOADED, "outgoing queue full: the client is not "
+                                      "reading fast enough"))
+            self._queued_bytes = 0
+
+    async def _write_loop(self, scope: trio.CancelScope) -> None:
+        try:
+            while True:
+                chunks = list(self._pushes)
+                self._pushes.clear()
+                replies = self._replies
+                while replies and replies[0].data is not None:
+                    chunks.append(replies.popleft().data)  # type: ignore[arg-type]
+                if chunks:
+                    data = b"".join(chunks)
+                    self._queued_bytes = max(0, self._queued_bytes - len(data))
+                    await self.stream.send_all(data)
+                    continue
+                if self._closing:
+                    break
+                await self._wake.wait()
+                self._wake = trio.Event()
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        scope.cancel()

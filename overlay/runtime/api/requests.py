@@ -1,0 +1,204 @@
+"""Requests of the local socket API (API.md, version 1): validation into typed values.
+
+Everything a client sends is checked here, field by field, before any of it reaches
+the node; a fault becomes an :class:`ApiError` whose ``code`` is one of API.md's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+API_VERSION = 1
+
+#: Error codes of API.md.
+BAD_FRAME = "bad_frame"
+BAD_REQUEST = "bad_request"
+BAD_FILTER = "bad_filter"
+UNKNOWN_SUB = "unknown_sub"
+UNSUPPORTED_VERSION = "unsupported_version"
+NOT_READY = "not_ready"
+OVERLOADED = "overloaded"
+INTERNAL = "internal"
+
+MAX_TOPIC_CHARS = 1024
+MAX_ATTRS = 256
+MAX_ATTR_KEY_CHARS = 256
+MAX_GROUP_CHARS = 256
+MAX_MSG_ID_CHARS = 64
+_HEX = re.compile(r"[0-9a-f]+")
+
+AttrValue = str | int | float | bool
+
+
+class ApiError(Exception):
+    """A request failed; becomes ``{"ok": false, "error": {"code", "message", ...}}``."""
+
+    def __init__(self, code: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, **self.extra}
+
+
+@dataclass(frozen=True)
+class Hello:
+    version: int
+    client: str | None = None
+
+
+@dataclass(frozen=True)
+class Replay:
+    last: int | None = None
+    since_seq: int | None = None
+
+
+@dataclass(frozen=True)
+class Subscribe:
+    topic: str
+    filter: str
+    expiry: float | None = None
+    replay: Replay | None = None
+    group: str | None = None
+
+
+@dataclass(frozen=True)
+class Renew:
+    sub: int
+    expiry: float
+
+
+@dataclass(frozen=True)
+class Unsubscribe:
+    sub: int
+
+
+@dataclass(frozen=True)
+class Publish:
+    topic: str
+    attrs: dict[str, AttrValue] = field(default_factory=dict)
+    payload: bytes = b""
+    reliable: bool = True
+    msg_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Status:
+    pass
+
+
+Request = Hello | Subscribe | Renew | Unsubscribe | Publish | Status
+
+
+def _bad(message: str) -> ApiError:
+    return ApiError(BAD_REQUEST, message)
+
+
+def _get(req: Mapping[str, Any], name: str, kinds: type | tuple[type, ...], required: bool,
+         default: Any = None) -> Any:
+    if name not in req or (req[name] is None and not required):
+        if required:
+            raise _bad(f"missing field {name!r}")
+        return default
+    value = req[name]
+    if isinstance(value, bool) and bool not in (kinds if isinstance(kinds, tuple) else (kinds,)):
+        raise _bad(f"field {name!r} must be {_kind_names(kinds)}, got bool")
+    if not isinstance(value, kinds):
+        raise _bad(f"field {name!r} must be {_kind_names(kinds)}, got {type(value).__name__}")
+    return value
+
+
+def _kind_names(kinds: type | tuple[type, ...]) -> str:
+    names = {int: "an integer", float: "a number", str: "text", bytes: "bytes", bool: "a boolean",
+             dict: "a map"}
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    # "int or float" reads better as "a number".
+    shown = [k for k in kinds if k is not int or float not in kinds]
+    return " or ".join(names.get(k, k.__name__) for k in shown)
+
+
+def _uint(req: Mapping[str, Any], name: str, required: bool = True) -> int | None:
+    value = _get(req, name, int, required)
+    if value is not None and value < 0:
+        raise _bad(f"field {name!r} must be >= 0")
+    return value
+
+
+def _topic(req: Mapping[str, Any]) -> str:
+    topic = _get(req, "topic", str, True)
+    if not topic or len(topic) > MAX_TOPIC_CHARS:
+        raise _bad(f"topic must have 1 to {MAX_TOPIC_CHARS} characters")
+    return topic
+
+
+def _expiry(req: Mapping[str, Any], required: bool) -> float | None:
+    value = _get(req, "expiry", (int, float), required)
+    if value is None:
+        return None
+    if not value > 0 or value != value or value == float("inf"):
+        raise _bad("expiry must be a positive, finite number of seconds")
+    return float(value)
+
+
+def _replay(req: Mapping[str, Any]) -> Replay | None:
+    value = _get(req, "replay", dict, False)
+    if value is None:
+        return None
+    if len(value) != 1 or not ({"last", "since_seq"} & value.keys()):
+        raise _bad("replay must be {\"last\": N} or {\"since_seq\": S}")
+    if "last" in value:
+        return Replay(last=_uint(value, "last"))
+    return Replay(since_seq=_uint(value, "since_seq"))
+
+
+def _attrs(req: Mapping[str, Any]) -> dict[str, AttrValue]:
+    attrs = _get(req, "attrs", dict, False, {})
+    if len(attrs) > MAX_ATTRS:
+        raise _bad(f"at most {MAX_ATTRS} attributes")
+    for key, value in attrs.items():
+        if not isinstance(key, str) or not key or len(key) > MAX_ATTR_KEY_CHARS:
+            raise _bad(f"attribute names must be text of 1 to {MAX_ATTR_KEY_CHARS} characters")
+        if not isinstance(value, str | int | float | bool):
+            raise _bad(f"attribute {key!r} must be text, integer, number or boolean")
+        if isinstance(value, float) and value != value:
+            raise _bad(f"attribute {key!r} is NaN")
+    return dict(attrs)
+
+
+def _msg_id(req: Mapping[str, Any]) -> str | None:
+    value = _get(req, "msg_id", str, False)
+    if value is not None and (not 0 < len(value) <= MAX_MSG_ID_CHARS or not _HEX.fullmatch(value)):
+        raise _bad(f"msg_id must be lowercase hex text of 1 to {MAX_MSG_ID_CHARS} digits")
+    return value
+
+
+def parse_request(req: Mapping[str, Any]) -> Request:
+    """Validate one request map (its ``rid`` already taken out)."""
+    op = req.get("op")
+    if not isinstance(op, str):
+        raise _bad("a request needs a text field 'op'")
+    if op == "hello":
+        return Hello(version=_get(req, "version", int, True),
+                     client=_get(req, "client", str, False))
+    if op == "subscribe":
+        group = _get(req, "group", str, False)
+        if group is not None and not 0 < len(group) <= MAX_GROUP_CHARS:
+            raise _bad(f"group must have 1 to {MAX_GROUP_CHARS} characters")
+        return Subscribe(topic=_topic(req), filter=_get(req, "filter", str, False, ""),
+                         expiry=_expiry(req, False), replay=_replay(req), group=group)
+    if op == "renew":
+        return Renew(sub=_uint(req, "sub"), expiry=_expiry(req, True))  # type: ignore[arg-type]
+    if op == "unsubscribe":
+        return Unsubscribe(sub=_uint(req, "sub"))  # type: ignore[arg-type]
+    if op == "publish":
+        return Publish(topic=_topic(req), attrs=_attrs(req),
+                       payload=_get(req, "payload", bytes, False, b""),
+                       reliable=_get(req, "reliable", bool, False, True), msg_id=_msg_id(req))
+    if op == "status":
+        return Status()
+    raise _bad(f"unknown op {op!r}")

@@ -1,0 +1,79 @@
+"""What the API server needs from the node behind it.
+
+The daemon implements :class:`PubSubService` over its protocol core (Scribe in
+structured mode, gossip in unstructured mode). The server owns connections and
+subscription ownership; the service owns the overlay. Notifications flow back through
+the ``Sink`` each subscription was created with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from overlay.runtime.api.requests import AttrValue, Publish, Subscribe
+
+
+@dataclass(frozen=True)
+class Notification:
+    """One event for one subscription (the ``notify`` push of API.md)."""
+
+    sub: int
+    topic: str
+    msg_id: str
+    seq: int | None
+    attrs: dict[str, AttrValue]
+    payload: bytes
+    publisher: str
+    ts: float
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"event": "notify", "sub": self.sub, "topic": self.topic, "msg_id": self.msg_id,
+                "seq": self.seq, "attrs": self.attrs, "payload": self.payload,
+                "publisher": self.publisher, "ts": self.ts}
+
+
+@dataclass(frozen=True)
+class Expired:
+    sub: int
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"event": "expired", "sub": self.sub}
+
+
+Push = Notification | Expired
+#: Called by the service for each push of a subscription; must not block.
+Sink = Callable[[Push], None]
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    msg_id: str
+    seq: int | None
+
+
+class PubSubService(Protocol):
+    node_hex: str
+    mode: str
+
+    @property
+    def ready(self) -> bool:
+        """Joined the overlay and able to serve subscriptions and publishes."""
+        ...
+
+    def subscribe(self, request: Subscribe, sink: Sink) -> int:
+        """Create a subscription; returns its handle. Raises ApiError (bad_filter, ...)."""
+        ...
+
+    def renew(self, sub: int, expiry: float) -> None: ...
+
+    def unsubscribe(self, sub: int, reason: str) -> None:
+        """End a subscription (reason: ``client`` or ``disconnect``)."""
+        ...
+
+    async def publish(self, request: Publish) -> PublishResult:
+        """Hand an event to the overlay; returns once it is accepted (API.md)."""
+        ...
+
+    def status(self) -> dict[str, Any]: ...

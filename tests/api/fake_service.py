@@ -1,0 +1,61 @@
+"""A test double of PubSubService: one node, topics in memory, controllable behaviour."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from overlay.runtime.api import ApiError, Notification, PublishResult, Sink
+from overlay.runtime.api.requests import Publish, Subscribe
+
+
+class FakeService:
+    node_hex = "ab" * 16
+    mode = "structured"
+
+    def __init__(self) -> None:
+        self.is_ready = True
+        self.subs: dict[int, tuple[Subscribe, Sink]] = {}
+        self.ended: list[tuple[int, str]] = []
+        self.renewed: list[tuple[int, float]] = []
+        self.next_sub = 1
+        self.seq = 0
+        #: When set, publishes wait for it (to test reply ordering).
+        self.publish_gate: trio.Event | None = None
+        self.fail_publish = False
+
+    @property
+    def ready(self) -> bool:
+        return self.is_ready
+
+    def subscribe(self, request: Subscribe, sink: Sink) -> int:
+        if request.filter.startswith("bad"):
+            raise ApiError("bad_filter", "expected a predicate at 0", pos=0)
+        sub = self.next_sub
+        self.next_sub += 1
+        self.subs[sub] = (request, sink)
+        return sub
+
+    def renew(self, sub: int, expiry: float) -> None:
+        self.renewed.append((sub, expiry))
+
+    def unsubscribe(self, sub: int, reason: str) -> None:
+        del self.subs[sub]
+        self.ended.append((sub, reason))
+
+    async def publish(self, request: Publish) -> PublishResult:
+        if self.publish_gate is not None:
+            await self.publish_gate.wait()
+        if self.fail_publish:
+            raise RuntimeError("boom")
+        self.seq += 1
+        msg_id = request.msg_id or f"{self.seq:032x}"
+        for sub, (subscription, sink) in list(self.subs.items()):
+            if subscription.topic == request.topic:
+                sink(Notification(sub, request.topic, msg_id, self.seq, request.attrs,
+                                  request.payload, self.node_hex, 1.0))
+        return PublishResult(msg_id, self.seq)
+
+    def status(self) -> dict[str, Any]:
+        return {"node": self.node_hex, "subscriptions": len(self.subs)}
