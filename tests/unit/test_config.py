@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from overlay.runtime.config import ConfigError, build_config
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "overlay.toml"
+    path.write_text(text)
+    return path
+
+
+def test_file_then_environment_then_flags(tmp_path: Path) -> None:
+    path = write(tmp_path, """
+bind = "0.0.0.0:7400"
+seeds = ["10.0.0.1:7400"]
+state_dir = "/tmp/ov"
+mode = "unstructured"
+[api]
+tcp = "127.0.0.1:0"
+[limits]
+max_frame = 65536
+[protocol]
+stabilize_interval = 2.5
+""")
+    config = build_config(path, {"OVERLAY_BIND": "127.0.0.1:9000",
+                                 "OVERLAY_SEEDS": "a:1, b:2"}, {"bind": "127.0.0.1:9100",
+                                                               "mode": None})
+    assert config.bind == "127.0.0.1:9100"  # flag beats environment beats file
+    assert config.seeds == ("a:1", "b:2")  # environment beats file
+    assert config.mode == "unstructured"  # a None flag does not override
+    assert config.api_tcp == "127.0.0.1:0"
+    assert config.api_socket_path == Path("/tmp/ov/api.sock")
+    assert config.trace_path == Path("/tmp/ov/traces")
+    assert config.limits.max_frame == 65536
+    assert config.protocol == {"stabilize_interval": 2.5}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("bind = 5", "bind: expected str, got int"),
+        ('bind = "nohost"', "is not HOST:PORT"),
+        ('bind = "h:70000"', "port 70000 is out of range"),
+        ('mode = "mesh"', "mode must be one of structured, unstructured"),
+        ('colour = "red"', "colour: unknown setting"),
+        ("[limits]\nmax_frame = 10", "max_frame: must be at least 1024"),
+        ("[limits]\nspeed = 1", "speed: unknown limit"),
+        ('[api]\nport = 1', "port: unknown setting"),
+        ("seeds = [1]", "expected str"),
+        ("bind = [", "not valid TOML"),
+        ('advertise = "h:0"', "port 0 is out of range"),
+    ],
+)
+def test_bad_files_name_the_fault(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        build_config(write(tmp_path, text), {}, {})
+
+
+def test_bad_environment_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="OVERLAY_PEER_DELAY_MS"):
+        build_config(None, {"OVERLAY_PEER_DELAY_MS": "-3"}, {})
+    with pytest.raises(ConfigError, match="'fast' is not a number"):
+        build_config(None, {"OVERLAY_PEER_DELAY_MS": "fast"}, {})
+    with pytest.raises(ConfigError, match="does not exist"):
+        build_config(tmp_path / "missing.toml", {}, {})
