@@ -14,8 +14,11 @@ import sys
 from overlay import __version__
 from overlay.core.errors import OverlayError
 
-#: Subcommand modules, in the order ``--help`` lists them.
-COMMANDS = ["keygen"]
+#: Subcommands, in the order ``--help`` lists them.
+COMMANDS = ["pub", "sub", "status", "keygen"]
+
+#: Subcommands defined together in one module.
+COMMAND_MODULES = {"pub": "pubsub", "sub": "pubsub", "status": "pubsub"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,8 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"overlay {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        importlib.import_module(f"overlay.commands.{name}").register(subparsers)
+    for module in dict.fromkeys(COMMAND_MODULES.get(name, name) for name in COMMANDS):
+        importlib.import_module(f"overlay.commands.{module}").register(subparsers)
     return parser
 
 

@@ -1,0 +1,171 @@
+"""``overlay pub``, ``overlay sub`` and ``overlay status``: the local API from a shell."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+from typing import Any
+
+from overlay.client import BlockingClient, ClientError, Event, default_target
+
+PUB_EXAMPLES = """examples:
+  overlay pub prices '{"px": 1}' -a sym=ACME -a price=101.5
+  echo hello | overlay pub greetings               payload from stdin
+  overlay pub ticks -a n=1 --count 100 --unreliable
+  OVERLAY_API=/var/lib/overlay/api.sock overlay pub alerts -a urgent=true
+attribute values: integers and floats become numbers, true/false booleans,
+quoted ('"42"') or anything else text.
+"""
+
+SUB_EXAMPLES = """examples:
+  overlay sub prices --filter "price > 100 AND sym IN ('ACME', 'INIT')"
+  overlay sub prices --count 10 --timeout 30 --json
+  overlay sub jobs --group workers           one of the group gets each event
+  overlay sub prices --last 50               replay what the root still retains
+"""
+
+
+def register(subparsers: Any) -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
+    pub = subparsers.add_parser("pub", help="publish events", epilog=PUB_EXAMPLES,
+                                description="Publish an event on TOPIC through the local "
+                                "daemon.", formatter_class=fmt)
+    pub.add_argument("topic")
+    pub.add_argument("payload", nargs="?", help="payload text (default: read stdin)")
+    pub.add_argument("-a", "--attr", action="append", default=[], metavar="KEY=VALUE",
+                     help="an event attribute (repeatable)")
+    pub.add_argument("--count", type=int, default=1, help="publish N times (default 1)")
+    pub.add_argument("--unreliable", action="store_true",
+                     help="do not wait for the root and its replicas to hold the event")
+    pub.add_argument("--msg-id", help="hex id making a retried publish idempotent")
+    _api_arg(pub)
+    pub.set_defaults(func=run_pub)
+
+    sub = subparsers.add_parser("sub", help="subscribe and print events", epilog=SUB_EXAMPLES,
+                                description="Subscribe to TOPIC and print matching events "
+                                "until interrupted, --count or --timeout.", formatter_class=fmt)
+    sub.add_argument("topic")
+    sub.add_argument("--filter", default="", help="filter expression (FILTERS.md)")
+    sub.add_argument("--count", type=int, help="exit after N events")
+    sub.add_argument("--timeout", type=float, help="exit after S seconds without an event")
+    sub.add_argument("--expiry", type=float, help="subscription lifetime in seconds")
+    sub.add_argument("--group", help="share events with other members of this group")
+    sub.add_argument("--last", type=int, help="first replay the last N retained events")
+    out = sub.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="one JSON object per event")
+    out.add_argument("--raw", action="store_true", help="payload bytes only")
+    _api_arg(sub)
+    sub.set_defaults(func=run_sub)
+
+    status = subparsers.add_parser("status", help="show the local daemon's status",
+                                   description="Show the local daemon's status.",
+                                   epilog="examples:\n  overlay status\n  overlay status --json",
+                                   formatter_class=fmt)
+    status.add_argument("--json", action="store_true", help="print the raw status as JSON")
+    _api_arg(status)
+    status.set_defaults(func=run_status)
+
+
+def _api_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--api", help="daemon socket path or tcp:HOST:PORT "
+                        f"(default $OVERLAY_API or {default_target()})")
+
+
+def parse_attr(text: str) -> tuple[str, str | int | float | bool]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"attribute {text!r} is not KEY=VALUE")
+    if raw in ("true", "false"):
+        return key, raw == "true"
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'":
+        return key, raw[1:-1]
+    for kind in (int, float):
+        try:
+            return key, kind(raw)
+        except ValueError:
+            pass
+    return key, raw
+
+
+def run_pub(args: argparse.Namespace) -> int:
+    try:
+        attrs = dict(parse_attr(a) for a in args.attr)
+    except argparse.ArgumentTypeError as exc:
+        print(f"overlay pub: {exc}", file=sys.stderr)
+        return 2
+    payload = args.payload.encode() if args.payload is not None else sys.stdin.buffer.read()
+    try:
+        with BlockingClient.connect(args.api, client_name="overlay-pub") as client:
+            for _ in range(max(args.count, 0)):
+                result = client.publish(args.topic, payload, attrs=attrs,
+                                        reliable=not args.unreliable, msg_id=args.msg_id)
+                seq = "" if result.seq is None else f" seq {result.seq}"
+                print(f"published {result.msg_id}{seq}", file=sys.stderr)
+    except ClientError as exc:
+        print(f"overlay pub: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def format_event(event: Event, as_json: bool) -> str:
+    if as_json:
+        try:
+            payload: Any = event.payload.decode()
+        except UnicodeDecodeError:
+            payload = {"base64": base64.b64encode(event.payload).decode()}
+        return json.dumps({"topic": event.topic, "msg_id": event.msg_id, "seq": event.seq,
+                           "attrs": event.attrs, "payload": payload,
+                           "publisher": event.publisher, "ts": event.ts})
+    attrs = " ".join(f"{k}={v!r}" for k, v in sorted(event.attrs.items()))
+    seq = "-" if event.seq is None else event.seq
+    return f"[{event.topic} #{seq}] {attrs} {event.payload.decode(errors='replace')}".rstrip()
+
+
+def run_sub(args: argparse.Namespace) -> int:
+    received = 0
+    try:
+        with BlockingClient.connect(args.api, timeout=None, client_name="overlay-sub") as client:
+            client.subscribe(args.topic, args.filter, expiry=args.expiry, group=args.group,
+                             last=args.last)
+            client.set_timeout(args.timeout)
+            for item in client.events():
+                if not isinstance(item, Event):
+                    print("overlay sub: the subscription expired", file=sys.stderr)
+                    return 0
+                if args.raw:
+                    sys.stdout.buffer.write(item.payload)
+                    sys.stdout.buffer.flush()
+                else:
+                    print(format_event(item, args.json), flush=True)
+                received += 1
+                if args.count is not None and received >= args.count:
+                    return 0
+    except TimeoutError:
+        print(f"overlay sub: no event for {args.timeout} s ({received} received)",
+              file=sys.stderr)
+        return 1 if args.count is not None else 0
+    except ClientError as exc:
+        print(f"overlay sub: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    try:
+        with BlockingClient.connect(args.api, client_name="overlay-status") as client:
+            status = client.status()
+    except ClientError as exc:
+        print(f"overlay status: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(status, indent=2, sort_keys=True, default=str))
+        return 0
+    for key in sorted(status):
+        value = status[key]
+        if isinstance(value, dict | list):
+            value = json.dumps(value, sort_keys=True, default=str)
+        print(f"{key:>14}: {value}")
+    return 0
+
