@@ -23,7 +23,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 if ! .venv/bin/python -c "import overlay, trio, pyspark, pytest_trio" >/dev/null 2>&1 \
    || [ pyproject.toml -nt .venv/.installed ]; then
-  .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e '.[dev]'
+  # pip's chatter goes to a log; it is shown only when the install fails.
+  if ! { .venv/bin/pip install -q --upgrade pip && .venv/bin/pip install -q -e '.[dev]'; } \
+       >.venv/pip.log 2>&1; then
+    cat .venv/pip.log >&2
+    exit 1
+  fi
   touch .venv/.installed
 fi
