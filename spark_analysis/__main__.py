@@ -1,0 +1,7 @@
+"""``python -m spark_analysis``."""
+
+import sys
+
+from spark_analysis.cli import main
+
+sys.exit(main())

@@ -1,0 +1,86 @@
+"""What dissemination costs: forwards per delivery, per-node stress, DHT lookups."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from spark_analysis.load import of_type
+from spark_analysis.schema import Ev, order_key
+from spark_analysis.stats import P99, nearest_rank, per_topic_and_overall
+
+
+def forward_counts(records: DataFrame) -> DataFrame:
+    """Per topic and overall: ``forward`` records (every transmission of an event)."""
+    return per_topic_and_overall(
+        of_type(records, Ev.FORWARD), [F.count(F.lit(1)).alias("forwards")]
+    )
+
+
+def children_at_end(records: DataFrame) -> DataFrame:
+    """(node, children): children a node has at the end, over all its topic trees.
+
+    A (topic, child) counts when the node's latest ``child`` record for it is an add.
+    """
+    child = of_type(records, Ev.CHILD).filter(
+        F.col("topic").isNotNull() & F.col("child").isNotNull()
+    )
+    latest = child.groupBy("node", "topic", "child").agg(F.max_by("op", order_key()).alias("op"))
+    return latest.groupBy("node").agg(F.count_if(F.col("op") == "add").alias("children"))
+
+
+def node_stress(records: DataFrame) -> DataFrame:
+    """(node, forwards, recvs, delivers, children): load each node carried."""
+    per_ev = (
+        records.filter(F.col("ev").isin(Ev.FORWARD, Ev.RECV, Ev.DELIVER))
+        .groupBy("node")
+        .agg(
+            F.count_if(F.col("ev") == Ev.FORWARD).alias("forwards"),
+            F.count_if(F.col("ev") == Ev.RECV).alias("recvs"),
+            F.count_if(F.col("ev") == Ev.DELIVER).alias("delivers"),
+        )
+    )
+    nodes = records.select("node").distinct()
+    return (
+        nodes.join(per_ev, "node", "left")
+        .join(children_at_end(records), "node", "left")
+        .na.fill(0, ["forwards", "recvs", "delivers", "children"])
+    )
+
+
+def stress_stats(stress: DataFrame) -> DataFrame:
+    """One row: nodes, and mean/max forwards and children per node (sums for exact means)."""
+    return stress.agg(
+        F.count(F.lit(1)).alias("nodes"),
+        F.sum("forwards").alias("forwards_sum"),
+        F.max("forwards").alias("forwards_max"),
+        F.sum("children").alias("children_sum"),
+        F.max("children").alias("children_max"),
+    )
+
+
+def lookups(records: DataFrame) -> DataFrame:
+    """The ``lookup`` records: (hops, ok, ms)."""
+    return of_type(records, Ev.LOOKUP).select("hops", "ok", "ms")
+
+
+def lookup_stats(looks: DataFrame) -> DataFrame:
+    """One row: count, successes, hop sum and count (for an exact mean)."""
+    return looks.agg(
+        F.count(F.lit(1)).alias("count"),
+        F.count_if("ok").alias("ok"),
+        F.count("ok").alias("ok_known"),
+        F.sum("hops").alias("hops_sum"),
+        F.count("hops").alias("hops_n"),
+        F.max("hops").alias("hops_max"),
+    )
+
+
+def lookup_hops_p99(looks: DataFrame) -> DataFrame:
+    """Nearest-rank 99th percentile of lookup hops (all lookups, ok or not)."""
+    return nearest_rank(looks, "hops", [P99], by_topic=False)
+
+
+def lookup_hop_histogram(looks: DataFrame) -> DataFrame:
+    """(hops, ok, count) for the report."""
+    return looks.groupBy("hops", "ok").agg(F.count(F.lit(1)).alias("count"))

@@ -1,0 +1,128 @@
+"""Deliveries against expectations: delivered, missing, false and duplicate deliveries.
+
+Reading of TRACES.md used here (one deliver record is counted once at most):
+
+- a delivery is a distinct (node, sub, msg_id) with at least one ``deliver`` record;
+- it is *delivered* when that key is an expected receiver of the event, *false* when
+  it is not;
+- a ``deliver`` record is a *duplicate* when an earlier ``deliver`` record of the same
+  key exists, or when it says ``dup: true``; so a key's duplicates are
+  ``(records - 1) + (1 if its first record says dup)``. The key still counts as
+  delivered: the subscription got the event either way.
+- a delivery's latency and hop are those of its first record.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from spark_analysis.load import of_type
+from spark_analysis.schema import Ev, order_key
+from spark_analysis.stats import per_topic_and_overall
+
+KEY = ["node", "sub", "msg_id"]
+
+
+def delivery_keys(records: DataFrame) -> DataFrame:
+    """One row per delivered (node, sub, msg_id): first record's fields and duplicates."""
+    delivers = of_type(records, Ev.DELIVER).filter(
+        F.col("sub").isNotNull() & F.col("msg_id").isNotNull()
+    )
+    grouped = delivers.groupBy(*KEY).agg(
+        F.min_by(F.struct("topic", "ts", "hop", "dup"), order_key()).alias("first"),
+        F.count(F.lit(1)).alias("records"),
+    )
+    first_dup = F.coalesce(F.col("first.dup"), F.lit(False)).cast("long")
+    return grouped.select(
+        *KEY,
+        F.col("first.topic").alias("topic"),
+        F.col("first.ts").alias("first_ts"),
+        F.col("first.hop").alias("first_hop"),
+        (F.col("records") - 1 + first_dup).alias("duplicates"),
+    )
+
+
+def delivery_outcomes(expected: DataFrame, keys: DataFrame) -> DataFrame:
+    """Every expected or actual delivery, one row per (node, sub, msg_id).
+
+    Columns: topic, msg_id, node, sub, expected, delivered, duplicates, hop,
+    latency_ms (first record's ts minus the publish ts, for expected deliveries that
+    happened). The topic is the event's for expected rows, the deliver record's for
+    false ones.
+    """
+    e = expected.select(*KEY, F.col("topic").alias("e_topic"), "pub_ts", F.lit(True).alias("_e"))
+    k = keys.select(
+        *KEY,
+        F.col("topic").alias("k_topic"),
+        "first_ts",
+        "first_hop",
+        "duplicates",
+        F.lit(True).alias("_k"),
+    )
+    joined = e.join(k, KEY, "full_outer")
+    is_expected = F.col("_e").isNotNull()
+    is_delivered = F.col("_k").isNotNull()
+    hit = is_expected & is_delivered
+    return joined.select(
+        F.coalesce("e_topic", "k_topic").alias("topic"),
+        "msg_id",
+        "node",
+        "sub",
+        is_expected.alias("expected"),
+        is_delivered.alias("delivered"),
+        F.coalesce("duplicates", F.lit(0)).alias("duplicates"),
+        F.when(is_delivered, F.col("first_hop")).alias("hop"),
+        F.when(hit, (F.col("first_ts") - F.col("pub_ts")) * 1000.0).alias("latency_ms"),
+    )
+
+
+def delivery_counts(outcomes: DataFrame) -> DataFrame:
+    """Per topic and overall: expected, delivered, false_deliveries, duplicates."""
+    return per_topic_and_overall(
+        outcomes,
+        [
+            F.count_if("expected").alias("expected"),
+            F.count_if(F.col("expected") & F.col("delivered")).alias("delivered"),
+            F.count_if(~F.col("expected")).alias("false_deliveries"),
+            F.sum("duplicates").alias("duplicates"),
+        ],
+    )
+
+
+def per_event(outcomes: DataFrame) -> DataFrame:
+    """(topic, msg_id, expected, delivered) for events with at least one expected receiver."""
+    return (
+        outcomes.filter("expected")
+        .groupBy("topic", "msg_id")
+        .agg(
+            F.count(F.lit(1)).alias("expected"),
+            F.count_if("delivered").alias("delivered"),
+        )
+    )
+
+
+def reach_shares(events: DataFrame) -> DataFrame:
+    """The bimodal check (pbcast): events reaching over 90% vs under 10% of receivers.
+
+    Compared in integers (10 * delivered > 9 * expected), not with float ratios.
+    """
+    return per_topic_and_overall(
+        events,
+        [
+            F.count(F.lit(1)).alias("events_with_receivers"),
+            F.count_if(F.col("delivered") * 10 > F.col("expected") * 9).alias("events_over_90"),
+            F.count_if(F.col("delivered") * 10 < F.col("expected")).alias("events_under_10"),
+        ],
+    )
+
+
+def hop_histogram(outcomes: DataFrame) -> DataFrame:
+    """Per topic and overall: delivered (expected) deliveries by hop count."""
+    hits = outcomes.filter(F.col("expected") & F.col("delivered") & F.col("hop").isNotNull())
+    return per_topic_and_overall(hits, [F.count(F.lit(1)).alias("count")], keys=["hop"])
+
+
+def published_counts(pubs: DataFrame) -> DataFrame:
+    """Per topic and overall: distinct published events."""
+    return per_topic_and_overall(pubs, [F.count(F.lit(1)).alias("published")])

@@ -1,0 +1,110 @@
+"""The trace record contract (TRACES.md, version 1) as Spark types.
+
+Lines are parsed with an explicit schema, never inferred: inference would make a
+column's type depend on which records happen to be in the run, and a single bad line
+could turn ``hop`` into a string for everyone.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+CORRUPT = "_corrupt_record"
+
+# Every field of every record type, with the type TRACES.md gives it. ``attrs`` is an
+# object of mixed value types; it is kept as its JSON text (Spark's JSON reader hands
+# the raw object text to a string field) so that the filter evaluation sees true,
+# 1 and 1.0 as the writer wrote them.
+FIELDS: list[tuple[str, T.DataType]] = [
+    ("ts", T.DoubleType()),
+    ("node", T.StringType()),
+    ("ev", T.StringType()),
+    ("run", T.StringType()),
+    ("addr", T.StringType()),
+    ("mode", T.StringType()),
+    ("version", T.StringType()),
+    ("reason", T.StringType()),
+    ("succ", T.StringType()),
+    ("pred", T.StringType()),
+    ("key", T.StringType()),
+    ("hops", T.LongType()),
+    ("ok", T.BooleanType()),
+    ("ms", T.DoubleType()),
+    ("topic", T.StringType()),
+    ("sub", T.LongType()),
+    ("filter", T.StringType()),
+    ("expiry", T.DoubleType()),
+    ("parent", T.StringType()),
+    ("role", T.StringType()),
+    ("child", T.StringType()),
+    ("op", T.StringType()),
+    ("msg_id", T.StringType()),
+    ("attrs", T.StringType()),
+    ("size", T.LongType()),
+    ("seq", T.LongType()),
+    ("to", T.StringType()),
+    ("from", T.StringType()),
+    ("hop", T.LongType()),
+    ("dup", T.BooleanType()),
+    ("kind", T.StringType()),
+]
+
+REQUIRED = ("ts", "node", "ev")
+
+RECORD_SCHEMA = T.StructType(
+    [T.StructField(name, dtype, nullable=True) for name, dtype in FIELDS]
+    + [T.StructField(CORRUPT, T.StringType(), nullable=True)]
+)
+
+# Where a line came from. Records of one node are ordered by ``ts`` and, for equal
+# ``ts`` (common in simulations, where one step writes several records), by their
+# position in the node's trace: rotation rank (``.jsonl.1`` < ``.jsonl.2`` < ``.jsonl``),
+# the offset of the file split, then the row id, which grows along a split.
+SOURCE_FIELDS: list[tuple[str, T.DataType]] = [
+    ("src_file", T.StringType()),
+    ("src_rank", T.IntegerType()),
+    ("src_block", T.LongType()),
+    ("src_row", T.LongType()),
+]
+ORDER_COLUMNS = ("ts", "src_rank", "src_block", "src_row")
+
+NORMALIZED_SCHEMA = T.StructType(
+    [T.StructField(name, dtype, nullable=True) for name, dtype in FIELDS + SOURCE_FIELDS]
+)
+
+# Rank of the live (not yet rotated) file: newer than every rotated one.
+LIVE_RANK = 2**31 - 1
+
+
+class Ev:
+    """Record types (the ``ev`` field)."""
+
+    NODE_UP = "node_up"
+    NODE_DOWN = "node_down"
+    RING = "ring"
+    LOOKUP = "lookup"
+    SUBSCRIBE = "subscribe"
+    UNSUBSCRIBE = "unsubscribe"
+    TREE = "tree"
+    TREE_LEAVE = "tree_leave"
+    CHILD = "child"
+    PUBLISH = "publish"
+    PUBLISH_ACK = "publish_ack"
+    FORWARD = "forward"
+    RECV = "recv"
+    DELIVER = "deliver"
+    REPAIR = "repair"
+    DROP = "drop"
+
+
+def order_key(prefix: str | None = None) -> Column:
+    """A struct that sorts one node's records in the order they were written."""
+    cols = [F.col(f"{prefix}.{c}" if prefix else c) for c in ORDER_COLUMNS]
+    return F.struct(*[c.alias(name) for c, name in zip(cols, ORDER_COLUMNS, strict=True)])
+
+
+def empty_records(spark: SparkSession) -> DataFrame:
+    """An empty DataFrame of normalized records (for runs with no data)."""
+    return spark.createDataFrame([], NORMALIZED_SCHEMA)

@@ -1,0 +1,184 @@
+"""summary.json: collected per-topic/overall results folded into one JSON document.
+
+Everything here is plain Python over small collected rows. Means and ratios are
+divided here from exact integer sums, so the numbers do not depend on how Spark
+partitioned the data (local and cluster runs give identical summaries).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+Scope = str | None  # a topic, or None for all topics
+Rows = dict[Scope, list[dict[str, Any]]]
+
+TOPIC_KEYS = (
+    "published",
+    "expected",
+    "delivered",
+    "delivery_ratio",
+    "false_deliveries",
+    "duplicates",
+    "latency_ms_p50",
+    "latency_ms_p99",
+    "tree_depth_mean",
+    "tree_depth_max",
+    "forwards_per_delivery",
+)
+
+
+@dataclass
+class Collected:
+    """The small results the summary is built from, keyed by scope."""
+
+    records: int
+    lines: int
+    bad_lines: int
+    run: str | None
+    nodes: int
+    published: Rows
+    deliveries: Rows
+    latency: Rows
+    depth: Rows
+    depth_hist: Rows
+    hops_hist: Rows
+    forwards: Rows
+    reach: Rows
+    coverage: Rows
+    redundancy: Rows
+    repairs: Rows
+    drops: Rows
+    lookup: dict[str, Any]
+    lookup_p99: int | None
+    stress: dict[str, Any]
+    bad_filters: int
+    subscriptions: int
+    match_errors: int
+    bad_samples: list[dict[str, str]] = field(default_factory=list)
+
+
+def ratio(num: float | None, den: float | None) -> float | None:
+    """num/den, or None when there is nothing to divide by."""
+    if num is None or not den:
+        return None
+    return num / den
+
+
+def _one(rows: Rows, scope: Scope) -> dict[str, Any]:
+    found = rows.get(scope) or [{}]
+    return found[0]
+
+
+def _hist(rows: Rows, scope: Scope, key: str) -> dict[str, int]:
+    items = [(r[key], r["count"]) for r in rows.get(scope, []) if r.get(key) is not None]
+    return {str(k): int(v) for k, v in sorted(items)}
+
+
+def _percentile(rows: Rows, scope: Scope, permille: int) -> float | None:
+    for r in rows.get(scope, []):
+        if r["permille"] == permille:
+            return float(r["latency_ms"])
+    return None
+
+
+def scope_summary(c: Collected, scope: Scope) -> dict[str, Any]:
+    """All metrics of one topic (or of all topics for ``None``)."""
+    d = _one(c.deliveries, scope)
+    expected = int(d.get("expected") or 0)
+    delivered = int(d.get("delivered") or 0)
+    depth = _one(c.depth, scope)
+    fwd = int(_one(c.forwards, scope).get("forwards") or 0)
+    cov = _one(c.coverage, scope)
+    red = _one(c.redundancy, scope)
+    reach = _one(c.reach, scope)
+    with_receivers = int(reach.get("events_with_receivers") or 0)
+    coverage_events = int(cov.get("coverage_events") or 0)
+    out: dict[str, Any] = {
+        "published": int(_one(c.published, scope).get("published") or 0),
+        "expected": expected,
+        "delivered": delivered,
+        "delivery_ratio": ratio(delivered, expected),
+        "false_deliveries": int(d.get("false_deliveries") or 0),
+        "duplicates": int(d.get("duplicates") or 0),
+        "latency_ms_p50": _percentile(c.latency, scope, 500),
+        "latency_ms_p99": _percentile(c.latency, scope, 990),
+        "tree_depth_mean": ratio(depth.get("depth_sum"), depth.get("depth_n")),
+        "tree_depth_max": depth.get("tree_depth_max"),
+        "forwards_per_delivery": ratio(fwd, delivered),
+        # Beyond the required keys:
+        "latency_ms_p90": _percentile(c.latency, scope, 900),
+        "latency_ms_max": _percentile(c.latency, scope, 1000),
+        "forwards": fwd,
+        "tree_nodes": int(depth.get("tree_nodes") or 0),
+        "tree_detached": int(depth.get("tree_detached") or 0),
+        "tree_depth_histogram": _hist(c.depth_hist, scope, "depth"),
+        "hops_histogram": _hist(c.hops_hist, scope, "hop"),
+        "coverage_mean": ratio(cov.get("reached_sum"), coverage_events * c.nodes),
+        "recvs": int(red.get("recvs") or 0),
+        "redundancy": ratio(red.get("recv_dups"), red.get("recvs")),
+        "repairs": _hist(c.repairs, scope, "kind"),
+        "drops": _hist(c.drops, scope, "reason"),
+        "bimodal": {
+            "events_with_receivers": with_receivers,
+            "share_over_90": ratio(reach.get("events_over_90"), with_receivers),
+            "share_under_10": ratio(reach.get("events_under_10"), with_receivers),
+        },
+    }
+    return out
+
+
+def build_summary(c: Collected) -> dict[str, Any]:
+    """The summary.json document."""
+    topics: set[str] = set()
+    for rows in (c.published, c.deliveries, c.depth, c.forwards, c.redundancy, c.repairs, c.drops):
+        topics.update(t for t in rows if t is not None)
+    lk = c.lookup
+    stress = c.stress
+    nodes_stressed = int(stress.get("nodes") or 0)
+    return {
+        "records": c.records,
+        "bad_lines": c.bad_lines,
+        "lines": c.lines,
+        "run": c.run,
+        "nodes": c.nodes,
+        "subscriptions": c.subscriptions,
+        "bad_filters": c.bad_filters,
+        "match_errors": c.match_errors,
+        "lookup": {
+            "count": int(lk.get("count") or 0),
+            "ok_rate": ratio(lk.get("ok"), lk.get("ok_known")),
+            "hops_mean": ratio(lk.get("hops_sum"), lk.get("hops_n")),
+            "hops_p99": c.lookup_p99,
+            "hops_max": lk.get("hops_max"),
+        },
+        "node_stress": {
+            "nodes": nodes_stressed,
+            "forwards_mean": ratio(stress.get("forwards_sum"), nodes_stressed),
+            "forwards_max": stress.get("forwards_max"),
+            "children_mean": ratio(stress.get("children_sum"), nodes_stressed),
+            "children_max": stress.get("children_max"),
+        },
+        "overall": scope_summary(c, None),
+        "topics": {t: scope_summary(c, t) for t in sorted(topics)},
+        "bad_line_samples": c.bad_samples,
+    }
+
+
+def _clean(value: Any) -> Any:
+    # JSON has no NaN or Infinity: a value that cannot be computed is null.
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def write_summary(summary: dict[str, Any], path: Path) -> None:
+    path.write_text(json.dumps(_clean(summary), indent=2, allow_nan=False) + "\n")

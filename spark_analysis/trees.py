@@ -1,0 +1,96 @@
+"""Topic trees: membership at the end of the trace and each member's depth."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from spark_analysis.load import of_type
+from spark_analysis.schema import Ev, order_key
+from spark_analysis.stats import per_topic_and_overall
+
+
+def tree_members(records: DataFrame) -> DataFrame:
+    """(topic, node, parent, role) of every node in a topic tree at the end of the trace.
+
+    Each node's latest ``tree`` record gives its parent; a node whose latest ``tree``
+    record is followed by a later ``tree_leave`` is not in the tree. "Later" is the
+    node's record order (ts, then position in its trace), so a leave and a rejoin in
+    the same simulated instant resolve the way they were written.
+    """
+    trees = of_type(records, Ev.TREE).filter(F.col("topic").isNotNull())
+    latest = trees.groupBy("topic", "node").agg(
+        F.max_by(F.struct("parent", "role"), order_key()).alias("s"),
+        F.max(order_key()).alias("joined_at"),
+    )
+    leaves = (
+        of_type(records, Ev.TREE_LEAVE)
+        .filter(F.col("topic").isNotNull())
+        .groupBy("topic", "node")
+        .agg(F.max(order_key()).alias("left_at"))
+    )
+    members = latest.join(leaves, ["topic", "node"], "left").filter(
+        F.col("left_at").isNull() | (F.col("left_at") < F.col("joined_at"))
+    )
+    return members.select("topic", "node", "s.parent", "s.role")
+
+
+def tree_depths(members: DataFrame) -> DataFrame:
+    """``members`` plus ``depth``: parent edges to a root (a member without parent).
+
+    Breadth-first from the roots by iterative joins, one level per step: members whose
+    parent got depth d in the last step get depth d+1. Each node has one parent, so a
+    node is assigned once and the loop ends when a step assigns nobody, after at most
+    as many steps as there are members. Members on a parent cycle or below a parent
+    that is not in the tree are never reached: their depth stays null (counted as
+    detached), rather than looping or guessing. Each step is checkpointed so the plan
+    does not grow with the depth.
+    """
+    state = members.withColumn(
+        "depth", F.when(F.col("parent").isNull(), F.lit(0)).cast("int")
+    ).localCheckpoint()
+    depth = 0
+    while True:
+        frontier = state.filter(F.col("depth") == depth).select(
+            F.col("topic").alias("f_topic"), F.col("node").alias("f_node")
+        )
+        joined = state.join(
+            frontier,
+            (F.col("topic") == F.col("f_topic"))
+            & (F.col("parent") == F.col("f_node"))
+            & F.col("depth").isNull(),
+            "left",
+        )
+        state = joined.select(
+            *members.columns,
+            F.when(F.col("f_node").isNotNull(), F.lit(depth + 1))
+            .otherwise(F.col("depth"))
+            .cast("int")
+            .alias("depth"),
+        ).localCheckpoint()
+        depth += 1
+        if state.filter(F.col("depth") == depth).isEmpty():
+            return state
+
+
+def depth_stats(depths: DataFrame) -> DataFrame:
+    """Per topic and overall: members, detached members, sum and max of depth."""
+    return per_topic_and_overall(
+        depths,
+        [
+            F.count(F.lit(1)).alias("tree_nodes"),
+            F.count_if(F.col("depth").isNull()).alias("tree_detached"),
+            F.sum("depth").alias("depth_sum"),
+            F.count("depth").alias("depth_n"),
+            F.max("depth").alias("tree_depth_max"),
+        ],
+    )
+
+
+def depth_histogram(depths: DataFrame) -> DataFrame:
+    """Per topic and overall: how many members sit at each depth."""
+    return per_topic_and_overall(
+        depths.filter(F.col("depth").isNotNull()),
+        [F.count(F.lit(1)).alias("count")],
+        keys=["depth"],
+    )
