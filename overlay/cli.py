@@ -15,7 +15,10 @@ from overlay import __version__
 from overlay.core.errors import OverlayError
 
 #: Subcommands, in the order ``--help`` lists them.
-COMMANDS = ["pub", "sub", "status", "keygen"]
+COMMANDS = ["pub", "sub", "status", "analyze", "keygen"]
+
+#: Subcommands that parse their own arguments (module with ``run_argv``).
+PASSTHROUGH = {"analyze": "analyze"}
 
 #: Subcommands defined together in one module.
 COMMAND_MODULES = {"pub": "pubsub", "sub": "pubsub", "status": "pubsub"}
@@ -35,6 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in PASSTHROUGH:
+        # These commands own their whole argument list (and its --help).
+        module = importlib.import_module(f"overlay.commands.{PASSTHROUGH[argv[0]]}")
+        return int(module.run_argv(argv[1:]))
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "func"):
