@@ -167,6 +167,7 @@ def run_analysis(
         subscriptions=int(sub_counts.get("subscriptions") or 0),
         match_errors=int(match_errors),
         bad_samples=loaded.bad_samples,
+        bad_by_reason=loaded.bad_by_reason,
     )
     summary = build_summary(collected)
     summary_path = out / "summary.json"

@@ -102,22 +102,28 @@ def subscriptions(records: DataFrame) -> DataFrame:
 
 
 def _filter_status(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    import matching  # imported in the worker
-
     for pdf in batches:
         errors: list[str | None] = []
         for text in pdf["filter"]:
             if text is None:
                 errors.append(MISSING_FILTER)
-                continue
-            try:
-                matching.parse(text)
-                errors.append(None)
-            except matching.FilterSyntaxError as exc:
-                errors.append(str(exc))
-            except Exception as exc:  # a parser bug must not stop the analysis
-                errors.append(f"{type(exc).__name__}: {exc}")
+            elif text == "":
+                errors.append(None)  # matches everything; no parser needed
+            else:
+                errors.append(_parse_error(text))
         yield pd.DataFrame({"filter": pdf["filter"], "filter_error": errors})
+
+
+def _parse_error(text: str) -> str | None:
+    import matching  # imported in the worker
+
+    try:
+        matching.parse(text)
+    except matching.FilterSyntaxError as exc:
+        return str(exc)
+    except Exception as exc:  # a parser bug must not stop the analysis
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def check_filters(subs: DataFrame) -> DataFrame:

@@ -10,7 +10,6 @@ from pyspark.sql import functions as F
 
 from spark_analysis.schema import (
     CORRUPT,
-    FIELDS,
     LIVE_RANK,
     NORMALIZED_SCHEMA,
     RECORD_SCHEMA,
@@ -19,7 +18,15 @@ from spark_analysis.schema import (
 )
 
 TRACE_GLOB = "*.jsonl*"
-BAD_SAMPLE_SIZE = 20
+BAD_REASONS = (
+    "not a JSON object",
+    "field of the wrong type",
+    "empty line",
+    "missing ts, node or ev",
+    "ts not finite",
+    "node or ev not text",
+    "attrs not an object",
+)
 
 # Stricter than Spark's defaults, which accept JSON that the contract does not:
 # single-quoted strings and the NaN/Infinity tokens.
@@ -42,6 +49,7 @@ class LoadResult:
     bad_lines: int
     record_count: int
     bad_samples: list[dict[str, str]] = field(default_factory=list)
+    bad_by_reason: dict[str, int] = field(default_factory=dict)
 
 
 def read_lines(spark: SparkSession, path: str) -> DataFrame:
@@ -63,17 +71,26 @@ def read_lines(spark: SparkSession, path: str) -> DataFrame:
     )
 
 
-def _json_string_field(name: str) -> Column:
-    """True when the line really has ``"name": "<parsed value>"``.
+def _quoted(name: str, sep: str) -> Column:
+    return F.concat(F.lit(f'"{name}"{sep}"'), F.col(name), F.lit('"'))
+
+
+def _node_and_ev_are_strings() -> Column:
+    """True when the line really has ``"node": "<parsed>"`` and ``"ev": "<parsed>"``.
 
     Spark's JSON reader turns any scalar into text for a string field (``"node": 5``
-    reads as ``"5"``); the required text fields must be JSON strings, so look for the
-    quoted value in the raw line (compact or with a space after the colon).
+    reads as ``"5"``); these two must be JSON strings, so look for the quoted values
+    in the raw line. The writer's own compact form (node then ev) is one search; other
+    layouts (a space after the colon, other field order) fall back to four.
     """
-    value = F.col(name)
-    compact = F.concat(F.lit(f'"{name}":"'), value, F.lit('"'))
-    spaced = F.concat(F.lit(f'"{name}": "'), value, F.lit('"'))
-    return (F.instr("value", compact) > 0) | (F.instr("value", spaced) > 0)
+    compact = F.concat(_quoted("node", ":"), F.lit(","), _quoted("ev", ":"))
+
+    def present(name: str) -> Column:
+        return (F.instr("value", _quoted(name, ":")) > 0) | (
+            F.instr("value", _quoted(name, ": ")) > 0
+        )
+
+    return (F.instr("value", compact) > 0) | (present("node") & present("ev"))
 
 
 def _attrs_is_object() -> Column:
@@ -84,27 +101,33 @@ def _attrs_is_object() -> Column:
 
 def parse_lines(lines: DataFrame) -> DataFrame:
     """Typed fields for every line plus ``bad_reason`` (null for a good record)."""
-    parsed = lines.withColumn("r", F.from_json("value", RECORD_SCHEMA, JSON_OPTIONS))
-    parsed = parsed.select(
-        "*", *[F.col(f"r.{name}").alias(name) for name, _ in FIELDS], F.col(f"r.{CORRUPT}")
-    )
+    # inline(array(from_json(...))) parses each line exactly once: the generator is a
+    # barrier the optimizer does not inline through. Selecting r.ts, r.node, ... from a
+    # from_json column instead lets it copy the parse into every later reference (and
+    # prune its schema per field), parsing a line a dozen times.
+    parsed = lines.select("*", F.inline(F.array(F.from_json("value", RECORD_SCHEMA, JSON_OPTIONS))))
     all_null = F.col("ts").isNull() & F.col("node").isNull() & F.col("ev").isNull()
     missing = F.lit(False)
     for name in REQUIRED:
         missing = missing | F.col(name).isNull()
+    # Ordered so that a good line pays for the cheap tests only.
     reason = (
-        F.when(F.trim("value") == "", F.lit("empty line"))
-        .when(F.col(CORRUPT).isNotNull() & all_null, F.lit("not a JSON object"))
+        F.when(F.col(CORRUPT).isNotNull() & all_null, F.lit("not a JSON object"))
         .when(F.col(CORRUPT).isNotNull(), F.lit("field of the wrong type"))
-        .when(missing, F.lit("missing ts, node or ev"))
+        .when(
+            missing,
+            F.when(F.trim("value") == "", F.lit("empty line")).otherwise(
+                F.lit("missing ts, node or ev")
+            ),
+        )
         .when(F.isnan("ts") | F.col("ts").isin(float("inf"), float("-inf")), F.lit("ts not finite"))
-        .when(~_json_string_field("node") | ~_json_string_field("ev"), F.lit("node or ev not text"))
+        .when(~_node_and_ev_are_strings(), F.lit("node or ev not text"))
         .when(
             (F.col("ev") == Ev.PUBLISH) & F.col("attrs").isNotNull() & ~_attrs_is_object(),
             F.lit("attrs not an object"),
         )
     )
-    return parsed.withColumn("bad_reason", reason).drop("r", CORRUPT)
+    return parsed.withColumn("bad_reason", reason).drop(CORRUPT)
 
 
 def normalize(parsed: DataFrame, run: str | None = None) -> DataFrame:
@@ -113,6 +136,26 @@ def normalize(parsed: DataFrame, run: str | None = None) -> DataFrame:
     if run is not None:
         good = good.filter(F.col("run") == run)
     return good.select(*NORMALIZED_SCHEMA.fieldNames())
+
+
+def _observed_metrics(parsed: DataFrame, keep: Column) -> list[Column]:
+    """Counts, and the first malformed line of each kind, gathered during the write.
+
+    One example per reason is enough to tell what is wrong and stays small however
+    broken the input is; getting them in the same pass spares a rescan of the text.
+    """
+    reason = F.col("bad_reason")
+    metrics = [
+        F.count(F.lit(1)).alias("lines"),
+        F.count(reason).alias("bad_lines"),
+        F.count_if(keep).alias("records"),
+    ]
+    for i, name in enumerate(BAD_REASONS):
+        hit = reason == name
+        sample = F.when(hit, F.struct(F.col("src_file"), F.substring("value", 1, 300)))
+        metrics.append(F.count_if(hit).alias(f"n{i}"))
+        metrics.append(F.min_by(sample, F.when(hit, F.col("src_row"))).alias(f"s{i}"))
+    return metrics
 
 
 def load_traces(
@@ -127,34 +170,27 @@ def load_traces(
     is_bad = F.col("bad_reason").isNotNull()
     keep = ~is_bad if run is None else (~is_bad & (F.col("run") == run))
     obs = Observation("load")
-    observed = parsed.observe(
-        obs,
-        F.count(F.lit(1)).alias("lines"),
-        F.sum(is_bad.cast("long")).alias("bad_lines"),
-        F.sum(keep.cast("long")).alias("records"),
-    )
+    observed = parsed.observe(obs, *_observed_metrics(parsed, keep))
     target = str(Path(out_dir) / "records")
-    # Up to one writer per ev value at a time avoids sorting every task's rows by ev.
-    spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", "24")
     normalize(observed, run).write.mode("overwrite").partitionBy("ev").parquet(target)
     metrics = obs.get
-    lines = int(metrics.get("lines") or 0)
-    bad = int(metrics.get("bad_lines") or 0)
-    kept = int(metrics.get("records") or 0)
     samples: list[dict[str, str]] = []
-    if bad:
-        rows = (
-            parsed.filter(is_bad)
-            .select("src_file", "value", "bad_reason")
-            .limit(BAD_SAMPLE_SIZE)
-            .collect()
-        )
-        samples = [
-            {"file": r["src_file"], "line": r["value"][:300], "reason": r["bad_reason"]}
-            for r in rows
-        ]
-    records = read_records(spark, target)
-    return LoadResult(records, lines, bad, kept, samples)
+    by_reason: dict[str, int] = {}
+    for i, name in enumerate(BAD_REASONS):
+        count = int(metrics.get(f"n{i}") or 0)
+        if count:
+            by_reason[name] = count
+            sample = metrics.get(f"s{i}")
+            if sample is not None:
+                samples.append({"file": sample[0], "line": sample[1], "reason": name})
+    return LoadResult(
+        records=read_records(spark, target),
+        lines=int(metrics.get("lines") or 0),
+        bad_lines=int(metrics.get("bad_lines") or 0),
+        record_count=int(metrics.get("records") or 0),
+        bad_samples=samples,
+        bad_by_reason=by_reason,
+    )
 
 
 def read_records(spark: SparkSession, parquet_dir: str) -> DataFrame:

@@ -63,7 +63,6 @@ RECORD_SCHEMA = T.StructType(
 # position in the node's trace: rotation rank (``.jsonl.1`` < ``.jsonl.2`` < ``.jsonl``),
 # the offset of the file split, then the row id, which grows along a split.
 SOURCE_FIELDS: list[tuple[str, T.DataType]] = [
-    ("src_file", T.StringType()),
     ("src_rank", T.IntegerType()),
     ("src_block", T.LongType()),
     ("src_row", T.LongType()),

@@ -60,6 +60,7 @@ class Collected:
     subscriptions: int
     match_errors: int
     bad_samples: list[dict[str, str]] = field(default_factory=list)
+    bad_by_reason: dict[str, int] = field(default_factory=dict)
 
 
 def ratio(num: float | None, den: float | None) -> float | None:
@@ -165,6 +166,7 @@ def build_summary(c: Collected) -> dict[str, Any]:
         },
         "overall": scope_summary(c, None),
         "topics": {t: scope_summary(c, t) for t in sorted(topics)},
+        "bad_lines_by_reason": c.bad_by_reason,
         "bad_line_samples": c.bad_samples,
     }
 

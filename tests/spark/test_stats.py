@@ -1,0 +1,72 @@
+"""Exact nearest-rank percentiles and per-topic/overall grouping."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from spark_analysis.stats import nearest_rank, nearest_rank_rank, per_topic_and_overall
+from tests.spark.helpers import assert_df_equal, schema
+
+pytestmark = pytest.mark.spark
+
+VALUES = schema(("topic", T.StringType()), ("v", T.DoubleType()))
+
+
+def brute_nearest_rank(values: list[float], permille: int) -> float:
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(len(ordered) * permille / 1000)) - 1]
+
+
+@pytest.mark.parametrize(
+    ("n", "permille", "rank"),
+    [
+        (1, 500, 1),
+        (2, 500, 1),
+        (3, 500, 2),
+        (10, 900, 9),
+        (100, 990, 99),
+        (101, 990, 100),
+        (5, 990, 5),
+        (1000, 1000, 1000),
+        (7, 1, 1),
+    ],
+)
+def test_rank_arithmetic(n: int, permille: int, rank: int) -> None:
+    assert nearest_rank_rank(n, permille) == rank
+
+
+def test_nearest_rank_matches_brute_force(spark: SparkSession) -> None:
+    rng = random.Random(7)
+    rows = [(rng.choice("abc"), float(rng.randint(0, 50))) for _ in range(357)]
+    rows += [("d", 4.0), ("a", None)]
+    df = spark.createDataFrame(rows, VALUES)
+    permilles = [1, 100, 500, 900, 990, 999, 1000]
+    got = {
+        (r["topic"], r["overall"], r["permille"]): r["v"]
+        for r in nearest_rank(df, "v", permilles).collect()
+    }
+    groups: dict[str | None, list[float]] = {None: []}
+    for topic, v in rows:
+        if v is not None:
+            groups.setdefault(topic, []).append(v)
+            groups[None].append(v)
+    want = {
+        (t, t is None, p): brute_nearest_rank(vs, p) for t, vs in groups.items() for p in permilles
+    }
+    assert got == want
+
+
+def test_per_topic_and_overall(spark: SparkSession) -> None:
+    df = spark.createDataFrame([("a", 1.0), ("a", 2.0), ("b", 5.0), (None, 1.0)], VALUES)
+    out = per_topic_and_overall(df, [F.count(F.lit(1)).alias("n"), F.sum("v").alias("s")])
+    assert_df_equal(
+        out,
+        [("a", False, 2, 3.0), ("b", False, 1, 5.0), (None, False, 1, 1.0), (None, True, 4, 9.0)],
+        columns=["topic", "overall", "n", "s"],
+    )

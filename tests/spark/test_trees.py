@@ -1,0 +1,103 @@
+"""Tree membership and depth by iterative joins, with cycles and dangling parents."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+
+from spark_analysis.stats import rows_by_scope
+from spark_analysis.trees import depth_histogram, depth_stats, tree_depths, tree_members
+from tests.spark.helpers import assert_df_equal, records_df, schema
+
+pytestmark = pytest.mark.spark
+
+MEMBERS = schema(
+    ("topic", T.StringType()),
+    ("node", T.StringType()),
+    ("parent", T.StringType()),
+    ("role", T.StringType()),
+)
+
+
+def tree(ts: float, node: str, parent: str | None, topic: str = "t") -> dict[str, object]:
+    return {
+        "ts": ts,
+        "node": node,
+        "ev": "tree",
+        "topic": topic,
+        "parent": parent,
+        "role": "root" if parent is None else "member",
+    }
+
+
+def test_latest_tree_record_wins_and_leave_removes(spark: SparkSession) -> None:
+    records = records_df(
+        spark,
+        [
+            tree(1.0, "r", None),
+            tree(1.0, "a", "r"),
+            tree(2.0, "a", "b"),  # a moved under b
+            tree(1.0, "b", "r"),
+            tree(1.0, "c", "a"),
+            {"ts": 3.0, "node": "c", "ev": "tree_leave", "topic": "t"},  # c left
+            {"ts": 4.0, "node": "d", "ev": "tree_leave", "topic": "t"},
+            tree(4.0, "d", "r"),  # same ts, written after the leave: d is in
+            tree(5.0, "e", "r"),
+            {"ts": 5.0, "node": "e", "ev": "tree_leave", "topic": "t"},  # written after: e is out
+            tree(1.0, "r", None, topic="u"),
+        ],
+    )
+    assert_df_equal(
+        tree_members(records).select("topic", "node", "parent"),
+        [("t", "r", None), ("t", "a", "b"), ("t", "b", "r"), ("t", "d", "r"), ("u", "r", None)],
+    )
+
+
+def test_depths_with_cycle_dangling_parent_and_two_topics(spark: SparkSession) -> None:
+    members = spark.createDataFrame(
+        [
+            ("t", "r", None, "root"),
+            ("t", "a", "r", "member"),
+            ("t", "b", "a", "member"),
+            ("t", "c", "b", "member"),
+            ("t", "x", "y", "member"),  # y is not in the tree
+            ("t", "p", "q", "member"),  # p and q form a cycle
+            ("t", "q", "p", "member"),
+            ("t", "s", "s", "member"),  # its own parent
+            ("u", "b", None, "root"),  # b is also root of another topic
+            ("u", "r", "b", "member"),
+        ],
+        MEMBERS,
+    )
+    depths = tree_depths(members)
+    assert_df_equal(
+        depths.select("topic", "node", "depth"),
+        [
+            ("t", "r", 0),
+            ("t", "a", 1),
+            ("t", "b", 2),
+            ("t", "c", 3),
+            ("t", "x", None),
+            ("t", "p", None),
+            ("t", "q", None),
+            ("t", "s", None),
+            ("u", "b", 0),
+            ("u", "r", 1),
+        ],
+    )
+    stats = rows_by_scope(depth_stats(depths))
+    assert stats["t"][0] == {
+        "tree_nodes": 8,
+        "tree_detached": 4,
+        "depth_sum": 6,
+        "depth_n": 4,
+        "tree_depth_max": 3,
+    }
+    assert stats[None][0]["tree_nodes"] == 10 and stats[None][0]["tree_depth_max"] == 3
+    hist = rows_by_scope(depth_histogram(depths))
+    assert sorted((r["depth"], r["count"]) for r in hist[None]) == [(0, 2), (1, 2), (2, 1), (3, 1)]
+
+
+def test_depths_of_an_empty_tree(spark: SparkSession) -> None:
+    assert tree_depths(spark.createDataFrame([], MEMBERS)).count() == 0
