@@ -109,6 +109,8 @@ class Spec:
     p_false: float = 0.005
     p_dup: float = 0.01
     start_ts: float = 1_700_000_000.0
+    # False: every subscription uses the empty filter (for runs without a filter parser).
+    filters: bool = True
 
 
 @dataclass
@@ -241,7 +243,9 @@ class _Run:
     # -- setup -----------------------------------------------------------------------
 
     def subscribe(self, ts: float, topic: str, node: int) -> None:
-        if self.rng.random() < 0.03:
+        if not self.spec.filters:
+            filt, text = 0, ""
+        elif self.rng.random() < 0.03:
             filt = -1 - self.rng.randrange(len(BAD_FILTERS))
             text = BAD_FILTERS[-1 - filt]
         else:
@@ -421,7 +425,12 @@ class _Run:
     ) -> None:
         r = self.rng
         for s in by_node.get(node, ()):
-            matches = s.filt >= 0 and FILTERS[s.filt][1](attrs)
+            if not s.active:
+                if r.random() >= self.spec.p_false * 10:
+                    continue
+                matches = True
+            else:
+                matches = s.filt >= 0 and FILTERS[s.filt][1](attrs)
             if not matches:
                 if s.filt >= 0 and r.random() < self.spec.p_false:
                     matches = True  # a delivery the filter should have stopped
@@ -455,8 +464,9 @@ class _Run:
         )
         by_node: dict[int, list[_Sub]] = {}
         for s in self.subs[topic]:
-            if s.active:
-                by_node.setdefault(s.node, []).append(s)
+            # An ended subscription is still listed, to receive the odd late (false)
+            # delivery of an unsubscribe race.
+            by_node.setdefault(s.node, []).append(s)
         if topic in self.gossip:
             self.gossip_event(ts, topic, mid, pub, a, by_node)
         else:
