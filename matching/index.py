@@ -1,0 +1,197 @@
+"""An index over many filters: which of them match an event, without evaluating each.
+
+Each filter is split into conjunctions (disjunctive normal form, when that stays
+small). From each conjunction one *access predicate* is chosen and indexed:
+
+- ``attr = literal`` (and ``IN``): a hash table per attribute, value -> entries;
+- ``attr > / >= / < / <= number`` and ``BETWEEN``: per attribute, lower bounds and upper
+  bounds kept sorted (bisect), so an event value finds its candidates by two searches;
+- anything else (``LIKE``, ``IS NULL``, ``<>``, ``NOT``, no usable predicate, a DNF that
+  would blow up): the filter goes to a residual list evaluated on every event.
+
+Candidates found through an access predicate are confirmed by evaluating the whole
+filter, so the answer is always exactly the set of filters whose value is TRUE: the
+index only decides which filters need a look. Adding and removing are O(log n) per
+conjunction, never a rebuild.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+
+from matching.ast import And, Attr, Between, Compare, Expr, In, Lit, Or, Value, kind_of
+from matching.parser import Filter
+
+MAX_CONJUNCTIONS = 32
+
+
+def to_dnf(expr: Expr) -> list[list[Expr]] | None:
+    """Conjunctions whose OR equals ``expr``; None when it would exceed the bound.
+
+    Only AND/OR are distributed: NOT and predicates stay leaves, so the result is exact.
+    """
+    if isinstance(expr, Or):
+        out: list[list[Expr]] = []
+        for operand in expr.operands:
+            part = to_dnf(operand)
+            if part is None:
+                return None
+            out += part
+            if len(out) > MAX_CONJUNCTIONS:
+                return None
+        return out
+    if isinstance(expr, And):
+        acc: list[list[Expr]] = [[]]
+        for operand in expr.operands:
+            part = to_dnf(operand)
+            if part is None or len(acc) * len(part) > MAX_CONJUNCTIONS:
+                return None
+            acc = [a + b for a in acc for b in part]
+        return acc
+    return [[expr]]
+
+
+@dataclass(frozen=True)
+class _Access:
+    """How a conjunction is reached: equality values, or a numeric interval."""
+
+    attr: str
+    equals: tuple[Value, ...] = ()
+    low: float | None = None
+    low_inclusive: bool = True
+    high: float | None = None
+    high_inclusive: bool = True
+
+
+def _access_of(pred: Expr) -> _Access | None:
+    if isinstance(pred, In) and not pred.negated:
+        return _Access(pred.attr.name, equals=tuple(v.value for v in pred.values))
+    if isinstance(pred, Between) and not pred.negated:
+        return _Access(pred.attr.name, low=float(pred.low.value), high=float(pred.high.value))
+    if isinstance(pred, Compare):
+        left, right, op = pred.left, pred.right, pred.op
+        if isinstance(left, Lit) and isinstance(right, Attr):
+            left, right = right, left
+            op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
+        if not (isinstance(left, Attr) and isinstance(right, Lit)):
+            return None
+        value = right.value
+        if op == "=":
+            return _Access(left.name, equals=(value,))
+        if kind_of(value) == "num" and op in ("<", "<=", ">", ">="):
+            if op in (">", ">="):
+                return _Access(left.name, low=float(value), low_inclusive=op == ">=")
+            return _Access(left.name, high=float(value), high_inclusive=op == "<=")
+    return None
+
+
+def _best_access(conjunction: list[Expr]) -> _Access | None:
+    accesses = [a for a in map(_access_of, conjunction) if a is not None]
+    # Equality is the most selective and the cheapest to probe; then bounded intervals.
+    accesses.sort(key=lambda a: (not a.equals, a.low is None or a.high is None))
+    return accesses[0] if accesses else None
+
+
+def _value_key(value: Value) -> tuple[str, Value]:
+    # Keep 1, 1.0 and TRUE apart the way the filter language does: by kind.
+    kind = kind_of(value)
+    return (kind or "", float(value) if kind == "num" else value)  # type: ignore[arg-type]
+
+
+class Index:
+    def __init__(self) -> None:
+        self._filters: dict[Hashable, Filter] = {}
+        self._placed: dict[Hashable, list[tuple]] = {}
+        self._equal: dict[str, dict[tuple[str, Value], set[Hashable]]] = defaultdict(
+            lambda: defaultdict(set))
+        # Per attribute: sorted (bound, seq, key) lists; unbounded sides use +-inf.
+        self._ranges: dict[str, list[tuple[float, float, bool, bool, int, Hashable]]] = \
+            defaultdict(list)
+        self._residual: set[Hashable] = set()
+        self._everything: set[Hashable] = set()
+        self._seq = 0
+
+    def __len__(self) -> int:
+        return len(self._filters)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._filters
+
+    def add(self, key: Hashable, filter: Filter) -> None:
+        if key in self._filters:
+            self.remove(key)
+        self._filters[key] = filter
+        placed: list[tuple] = []
+        self._placed[key] = placed
+        if filter.expr is None:
+            self._everything.add(key)
+            placed.append(("all",))
+            return
+        conjunctions = to_dnf(filter.expr)
+        accesses = None if conjunctions is None else [_best_access(c) for c in conjunctions]
+        if accesses is None or any(a is None for a in accesses):
+            self._residual.add(key)
+            placed.append(("residual",))
+            return
+        for access in accesses:
+            assert access is not None
+            if access.equals:
+                for value in access.equals:
+                    vkey = _value_key(value)
+                    self._equal[access.attr][vkey].add(key)
+                    placed.append(("eq", access.attr, vkey))
+            else:
+                self._seq += 1
+                entry = (
+                    -float("inf") if access.low is None else access.low,
+                    float("inf") if access.high is None else access.high,
+                    access.low_inclusive, access.high_inclusive, self._seq, key,
+                )
+                bisect.insort(self._ranges[access.attr], entry)
+                placed.append(("range", access.attr, entry))
+
+    def remove(self, key: Hashable) -> None:
+        if key not in self._filters:
+            raise KeyError(key)
+        del self._filters[key]
+        for place in self._placed.pop(key):
+            if place[0] == "all":
+                self._everything.discard(key)
+            elif place[0] == "residual":
+                self._residual.discard(key)
+            elif place[0] == "eq":
+                bucket = self._equal[place[1]]
+                bucket[place[2]].discard(key)
+                if not bucket[place[2]]:
+                    del bucket[place[2]]
+            else:
+                entries = self._ranges[place[1]]
+                i = bisect.bisect_left(entries, place[2])
+                if i < len(entries) and entries[i] == place[2]:
+                    del entries[i]
+
+    def match(self, attrs: Mapping[str, Value]) -> set[Hashable]:
+        candidates: set[Hashable] = set(self._residual)
+        for name, value in attrs.items():
+            by_value = self._equal.get(name)
+            if by_value:
+                hit = by_value.get(_value_key(value))
+                if hit:
+                    candidates |= hit
+            entries = self._ranges.get(name)
+            if entries and kind_of(value) == "num":
+                v = float(value)
+                # Entries are sorted by lower bound: only those starting at or below v
+                # (the probe sorts after every entry whose lower bound is exactly v).
+                end = bisect.bisect_right(entries, (v, float("inf"), True, True, float("inf")))
+                for low, high, low_inc, high_inc, _, key in entries[:end]:
+                    if (low < v or (low_inc and low == v)) and (
+                        v < high or (high_inc and v == high)
+                    ):
+                        candidates.add(key)
+        filters = self._filters
+        result = {key for key in candidates if filters[key].matches(attrs)}
+        return result | self._everything

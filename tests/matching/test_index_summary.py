@@ -1,0 +1,87 @@
+"""Index equals one-by-one evaluation; summaries never say no when a filter says yes."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from matching import Index, Summary, SummaryDecodeError, covers, parse
+from tests.matching.strategies import events, filters
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(filters, max_size=12), st.lists(events, min_size=1, max_size=5),
+       st.lists(st.integers(0, 11), max_size=6))
+def test_index_match_equals_evaluating_each_filter(texts: list[str], evs: list[dict],
+                                                    removed: list[int]) -> None:
+    index = Index()
+    live = {}
+    for key, text in enumerate(texts):
+        index.add(key, parse(text))
+        live[key] = parse(text)
+    for key in removed:
+        if key in live:
+            index.remove(key)
+            del live[key]
+    for attrs in evs:
+        assert index.match(attrs) == {k for k, f in live.items() if f.matches(attrs)}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(filters, max_size=10), st.lists(filters, max_size=10), events,
+       st.integers(1, 6))
+def test_summaries_have_no_false_negatives(first: list[str], second: list[str], attrs: dict,
+                                           bound: int) -> None:
+    a, b = Summary.of(first, max_filters=bound), Summary.of(second, max_filters=bound)
+    merged = a.merge(b)
+    for summary, texts in ((a, first), (b, second), (merged, first + second)):
+        wanted = any(parse(t).matches(attrs) for t in texts)
+        for s in (summary, Summary.from_wire(summary.to_wire(), max_filters=bound)):
+            if wanted:
+                assert s.may_match(attrs)
+
+
+def test_covering_keeps_summaries_small() -> None:
+    s = Summary.of(["x > 5", "x > 10", "x >= 5", "sym = 'A'", "sym = 'A' AND y < 3"])
+    assert s.filters == {"x >= 5", "sym = 'A'"}
+    assert Summary.of(["x = 1", ""]).everything
+    assert covers(parse("a = 1"), parse("a = 1 AND b = 2"))
+    assert not covers(parse("a = 1 AND b = 2"), parse("a = 1"))
+
+
+def test_coarse_summaries_stay_bounded_and_useful() -> None:
+    texts = [f"sym = 'S{i}' AND px > {i}" for i in range(500)]
+    s = Summary.of(texts, max_filters=32)
+    assert s.coarse and not s.everything
+    assert len(s.to_wire()["eq"]["sym"]) == 1024  # 8192 bits whatever the count
+    assert all(s.may_match({"sym": f"S{i}"}) for i in range(500))
+    false_positives = sum(s.may_match({"sym": f"T{i}"}) for i in range(2000))
+    assert false_positives < 40  # about 0.5% expected: 500 values, 8192 bits, 3 hashes
+
+
+def test_equal_summaries_compare_equal_and_changes_show() -> None:
+    assert Summary.of(["a = 1", "b = 2"]) == Summary.of(["b = 2", "a = 1"])
+    assert Summary.of(["a = 1"]) != Summary.of(["a = 2"])
+
+
+@pytest.mark.parametrize(
+    "wire",
+    [[], {"f": "a = 1"}, {"f": ["a = "]}, {"zz": 1}, {"eq": {"a": b"12"}},
+     {"rng": {"a": [[3, 1]]}}, {"rng": {"a": [["x", 1]]}}, {"f": [1]}],
+)
+def test_malformed_wire_summaries_are_refused(wire: object) -> None:
+    with pytest.raises(SummaryDecodeError):
+        Summary.from_wire(wire)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.recursive(st.none() | st.integers() | st.text(max_size=5) | st.binary(max_size=4),
+                    lambda i: st.lists(i, max_size=3) | st.dictionaries(st.text(max_size=4), i,
+                                                                        max_size=3),
+                    max_leaves=8))
+def test_random_garbage_raises_only_decode_errors(wire: object) -> None:
+    with contextlib.suppress(SummaryDecodeError):
+        Summary.from_wire(wire)
