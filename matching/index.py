@@ -107,9 +107,13 @@ class Index:
         self._placed: dict[Hashable, list[tuple]] = {}
         self._equal: dict[str, dict[tuple[str, Value], set[Hashable]]] = defaultdict(
             lambda: defaultdict(set))
-        # Per attribute: sorted (bound, seq, key) lists; unbounded sides use +-inf.
-        self._ranges: dict[str, list[tuple[float, float, bool, bool, int, Hashable]]] = \
-            defaultdict(list)
+        # Per attribute, three sorted lists of (bound..., seq, key). Lower-bound-only
+        # entries match a prefix, upper-bound-only a suffix; bounded intervals are sorted
+        # by their low end and scanned back no further than the widest one reaches.
+        self._above: dict[str, list[tuple]] = defaultdict(list)
+        self._below: dict[str, list[tuple]] = defaultdict(list)
+        self._between: dict[str, list[tuple]] = defaultdict(list)
+        self._widest: dict[str, float] = defaultdict(float)
         self._residual: set[Hashable] = set()
         self._everything: set[Hashable] = set()
         self._seq = 0
@@ -145,13 +149,20 @@ class Index:
                     placed.append(("eq", access.attr, vkey))
             else:
                 self._seq += 1
-                entry = (
-                    -float("inf") if access.low is None else access.low,
-                    float("inf") if access.high is None else access.high,
-                    access.low_inclusive, access.high_inclusive, self._seq, key,
-                )
-                bisect.insort(self._ranges[access.attr], entry)
-                placed.append(("range", access.attr, entry))
+                table, entry = self._range_entry(access, key)
+                bisect.insort(table[access.attr], entry)
+                placed.append(("range", table, access.attr, entry))
+
+    def _range_entry(self, access: _Access, key: Hashable) -> tuple[dict[str, list[tuple]],
+                                                                     tuple]:
+        if access.high is None:
+            assert access.low is not None
+            return self._above, (access.low, not access.low_inclusive, self._seq, key)
+        if access.low is None:
+            # Sorted by negated bound so that matching entries are again a prefix.
+            return self._below, (-access.high, not access.high_inclusive, self._seq, key)
+        self._widest[access.attr] = max(self._widest[access.attr], access.high - access.low)
+        return self._between, (access.low, access.high, self._seq, key)
 
     def remove(self, key: Hashable) -> None:
         if key not in self._filters:
@@ -168,9 +179,9 @@ class Index:
                 if not bucket[place[2]]:
                     del bucket[place[2]]
             else:
-                entries = self._ranges[place[1]]
-                i = bisect.bisect_left(entries, place[2])
-                if i < len(entries) and entries[i] == place[2]:
+                entries = place[1][place[2]]
+                i = bisect.bisect_left(entries, place[3])
+                if i < len(entries) and entries[i] == place[3]:
                     del entries[i]
 
     def match(self, attrs: Mapping[str, Value]) -> set[Hashable]:
@@ -181,17 +192,23 @@ class Index:
                 hit = by_value.get(_value_key(value))
                 if hit:
                     candidates |= hit
-            entries = self._ranges.get(name)
-            if entries and kind_of(value) == "num":
-                v = float(value)
-                # Entries are sorted by lower bound: only those starting at or below v
-                # (the probe sorts after every entry whose lower bound is exactly v).
-                end = bisect.bisect_right(entries, (v, float("inf"), True, True, float("inf")))
-                for low, high, low_inc, high_inc, _, key in entries[:end]:
-                    if (low < v or (low_inc and low == v)) and (
-                        v < high or (high_inc and v == high)
-                    ):
-                        candidates.add(key)
+            if kind_of(value) == "num":
+                self._range_candidates(name, float(value), candidates)
         filters = self._filters
         result = {key for key in candidates if filters[key].matches(attrs)}
         return result | self._everything
+
+    def _range_candidates(self, name: str, v: float, out: set[Hashable]) -> None:
+        above = self._above.get(name)
+        if above:  # low < v, or low == v when inclusive (flag False sorts first)
+            end = bisect.bisect_left(above, (v, True))
+            out.update(entry[3] for entry in above[:end])
+        below = self._below.get(name)
+        if below:  # high > v, or high == v when inclusive
+            end = bisect.bisect_left(below, (-v, True))
+            out.update(entry[3] for entry in below[:end])
+        between = self._between.get(name)
+        if between:
+            start = bisect.bisect_left(between, (v - self._widest[name],))
+            end = bisect.bisect_right(between, (v, float("inf")))
+            out.update(e[3] for e in between[start:end] if e[0] <= v <= e[1])
