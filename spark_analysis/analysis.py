@@ -93,7 +93,6 @@ def run_analysis(
     step(STEPS[1])
     depths = trees.tree_depths(trees.tree_members(records)).persist(StorageLevel.MEMORY_AND_DISK)
     _write_table(depths, out, "tree_depths")
-    depth = rows_by_scope(trees.depth_stats(depths))
     depth_hist = rows_by_scope(trees.depth_histogram(depths))
 
     step(STEPS[2])
@@ -117,8 +116,7 @@ def run_analysis(
     )
     deliveries = rows_by_scope(delivery.delivery_counts(outcomes))
     matched.unpersist()
-    events = delivery.per_event(outcomes)
-    reach = rows_by_scope(delivery.reach_shares(events))
+    reach = rows_by_scope(delivery.reach_shares(delivery.per_event(outcomes)))
     hops_hist = rows_by_scope(delivery.hop_histogram(outcomes))
     published = rows_by_scope(delivery.published_counts(pubs))
 
@@ -126,42 +124,29 @@ def run_analysis(
     lat = rows_by_scope(latency.latency_percentiles(outcomes))
 
     step(STEPS[5])
-    forwards = rows_by_scope(cost.forward_counts(records))
     stress_df = cost.node_stress(records).persist(StorageLevel.MEMORY_AND_DISK)
     _write_table(stress_df, out, "node_stress")
     stress = _first_row(cost.stress_stats(stress_df))
-    looks = cost.lookups(records)
-    lookup = _first_row(cost.lookup_stats(looks))
-    p99_rows = cost.lookup_hops_p99(looks).collect()
-    lookup_p99 = int(p99_rows[0]["hops"]) if p99_rows else None
+    lookup_hist = [r.asDict() for r in cost.lookup_histogram(cost.lookups(records)).collect()]
 
     step(STEPS[6])
-    nodes = gossip.node_count(records)
+    counts = rows_by_scope(gossip.record_counts(records))
     coverage = rows_by_scope(gossip.coverage_stats(gossip.event_reach(records, pubs)))
-    redundancy = rows_by_scope(gossip.redundancy_stats(records))
-    repairs = rows_by_scope(gossip.repairs_by_kind(records))
-    drops = rows_by_scope(gossip.drops_by_reason(records))
 
     collected = Collected(
         records=loaded.record_count,
         lines=loaded.lines,
         bad_lines=loaded.bad_lines,
         run=run,
-        nodes=nodes,
         published=published,
         deliveries=deliveries,
         latency=lat,
-        depth=depth,
         depth_hist=depth_hist,
         hops_hist=hops_hist,
-        forwards=forwards,
+        counts=counts,
         reach=reach,
         coverage=coverage,
-        redundancy=redundancy,
-        repairs=repairs,
-        drops=drops,
-        lookup=lookup,
-        lookup_p99=lookup_p99,
+        lookup_hist=lookup_hist,
         stress=stress,
         bad_filters=int(sub_counts.get("bad_filters") or 0),
         subscriptions=int(sub_counts.get("subscriptions") or 0),
@@ -179,7 +164,7 @@ def run_analysis(
             for scope, rows in lat.items()
         },
         "node_stress": [r.asDict() for r in stress_df.select("forwards", "children").collect()],
-        "lookup_hops": [r.asDict() for r in cost.lookup_hop_histogram(looks).collect()],
+        "lookup_hops": lookup_hist,
     }
     for df in (depths, pubs, subs, outcomes, stress_df):
         df.unpersist()

@@ -7,14 +7,6 @@ from pyspark.sql import functions as F
 
 from spark_analysis.load import of_type
 from spark_analysis.schema import Ev, order_key
-from spark_analysis.stats import P99, nearest_rank, per_topic_and_overall
-
-
-def forward_counts(records: DataFrame) -> DataFrame:
-    """Per topic and overall: ``forward`` records (every transmission of an event)."""
-    return per_topic_and_overall(
-        of_type(records, Ev.FORWARD), [F.count(F.lit(1)).alias("forwards")]
-    )
 
 
 def children_at_end(records: DataFrame) -> DataFrame:
@@ -64,23 +56,10 @@ def lookups(records: DataFrame) -> DataFrame:
     return of_type(records, Ev.LOOKUP).select("hops", "ok", "ms")
 
 
-def lookup_stats(looks: DataFrame) -> DataFrame:
-    """One row: count, successes, hop sum and count (for an exact mean)."""
-    return looks.agg(
-        F.count(F.lit(1)).alias("count"),
-        F.count_if("ok").alias("ok"),
-        F.count("ok").alias("ok_known"),
-        F.sum("hops").alias("hops_sum"),
-        F.count("hops").alias("hops_n"),
-        F.max("hops").alias("hops_max"),
-    )
+def lookup_histogram(looks: DataFrame) -> DataFrame:
+    """(hops, ok, count): small, and enough for every lookup figure.
 
-
-def lookup_hops_p99(looks: DataFrame) -> DataFrame:
-    """Nearest-rank 99th percentile of lookup hops (all lookups, ok or not)."""
-    return nearest_rank(looks, "hops", [P99], by_topic=False)
-
-
-def lookup_hop_histogram(looks: DataFrame) -> DataFrame:
-    """(hops, ok, count) for the report."""
+    Hops are integers with few distinct values, so count, success rate, mean and the
+    exact nearest-rank percentile all follow from this table.
+    """
     return looks.groupBy("hops", "ok").agg(F.count(F.lit(1)).alias("count"))

@@ -5,14 +5,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark_analysis.load import of_type
 from spark_analysis.schema import Ev
 from spark_analysis.stats import per_topic_and_overall
-
-
-def node_count(records: DataFrame) -> int:
-    """Nodes that wrote at least one record: the population coverage is a share of."""
-    return records.select("node").distinct().count()
 
 
 def event_reach(records: DataFrame, pubs: DataFrame) -> DataFrame:
@@ -39,26 +33,26 @@ def coverage_stats(reach: DataFrame) -> DataFrame:
     )
 
 
-def redundancy_stats(records: DataFrame) -> DataFrame:
-    """Per topic and overall: ``recv`` records and those with ``dup`` true."""
-    return per_topic_and_overall(
-        of_type(records, Ev.RECV),
-        [
-            F.count(F.lit(1)).alias("recvs"),
-            F.count_if(F.col("dup")).alias("recv_dups"),
-        ],
+COUNTED = (Ev.FORWARD, Ev.RECV, Ev.REPAIR, Ev.DROP)
+
+
+def record_counts(records: DataFrame) -> DataFrame:
+    """Per topic and overall, in one pass: forward records, recv records and recv
+    duplicates, repairs by kind, drops by reason.
+
+    Output: topic, overall, ev, detail (repair kind, drop reason, else null), count,
+    dups (recv records with ``dup`` true).
+    """
+    counted = records.filter(F.col("ev").isin(*COUNTED)).select(
+        "topic",
+        "ev",
+        F.when(F.col("ev") == Ev.REPAIR, F.col("kind"))
+        .when(F.col("ev") == Ev.DROP, F.col("reason"))
+        .alias("detail"),
+        "dup",
     )
-
-
-def repairs_by_kind(records: DataFrame) -> DataFrame:
-    """Per topic and overall: ``repair`` records by kind."""
     return per_topic_and_overall(
-        of_type(records, Ev.REPAIR), [F.count(F.lit(1)).alias("count")], keys=["kind"]
-    )
-
-
-def drops_by_reason(records: DataFrame) -> DataFrame:
-    """Per topic and overall: ``drop`` records by reason."""
-    return per_topic_and_overall(
-        of_type(records, Ev.DROP), [F.count(F.lit(1)).alias("count")], keys=["reason"]
+        counted,
+        [F.count(F.lit(1)).alias("count"), F.count_if(F.col("dup")).alias("dups")],
+        keys=["ev", "detail"],
     )

@@ -42,7 +42,7 @@ def default_shuffle_partitions(master: str) -> int:
         if master.startswith("local[") and master[6:-1].isdigit():
             cores = int(master[6:-1])
         return max(2, 2 * cores)
-    return 32
+    return 8  # replaced once the session knows the cluster's cores
 
 
 # Printed by the JVM itself (not log4j) because Spark's launcher always adds the vector
@@ -136,6 +136,9 @@ def build_session(
         spark = _with_filtered_jvm_stderr(builder.getOrCreate)
     else:
         spark = builder.getOrCreate()
+    if shuffle_partitions is None and not is_local(master):
+        # Two per core the cluster gave us; adaptive execution merges small ones.
+        partitions = max(2, 2 * spark.sparkContext.defaultParallelism)
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -40,27 +40,26 @@ class Collected:
     lines: int
     bad_lines: int
     run: str | None
-    nodes: int
     published: Rows
     deliveries: Rows
     latency: Rows
-    depth: Rows
     depth_hist: Rows
     hops_hist: Rows
-    forwards: Rows
+    counts: Rows
     reach: Rows
     coverage: Rows
-    redundancy: Rows
-    repairs: Rows
-    drops: Rows
-    lookup: dict[str, Any]
-    lookup_p99: int | None
+    lookup_hist: list[dict[str, Any]]
     stress: dict[str, Any]
     bad_filters: int
     subscriptions: int
     match_errors: int
     bad_samples: list[dict[str, str]] = field(default_factory=list)
     bad_by_reason: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def nodes(self) -> int:
+        """Nodes that wrote at least one record (the node stress table has them all)."""
+        return int(self.stress.get("nodes") or 0)
 
 
 def ratio(num: float | None, den: float | None) -> float | None:
@@ -87,15 +86,66 @@ def _percentile(rows: Rows, scope: Scope, permille: int) -> float | None:
     return None
 
 
+def nearest_rank_in_histogram(hist: list[tuple[int, int]], permille: int) -> int | None:
+    """Exact nearest-rank percentile from (value, count) pairs."""
+    n = sum(c for _, c in hist)
+    if not n:
+        return None
+    rank = max(1, (n * permille + 999) // 1000)
+    seen = 0
+    for value, count in sorted(hist):
+        seen += count
+        if seen >= rank:
+            return value
+    raise AssertionError("unreachable: rank <= n")
+
+
+def lookup_summary(hist: list[dict[str, Any]]) -> dict[str, Any]:
+    """count, ok_rate, hops_mean, hops_p99, hops_max from (hops, ok, count) rows."""
+    count = sum(r["count"] for r in hist)
+    known = sum(r["count"] for r in hist if r["ok"] is not None)
+    ok = sum(r["count"] for r in hist if r["ok"])
+    hops = [(r["hops"], r["count"]) for r in hist if r["hops"] is not None]
+    hops_n = sum(c for _, c in hops)
+    return {
+        "count": count,
+        "ok_rate": ratio(ok, known),
+        "hops_mean": ratio(sum(h * c for h, c in hops), hops_n),
+        "hops_p99": nearest_rank_in_histogram(hops, 990),
+        "hops_max": max((h for h, _ in hops), default=None),
+    }
+
+
+def _depth(c: Collected, scope: Scope) -> dict[str, Any]:
+    rows = c.depth_hist.get(scope, [])
+    known = [(r["depth"], r["count"]) for r in rows if r["depth"] is not None]
+    n = sum(cnt for _, cnt in known)
+    return {
+        "tree_nodes": sum(r["count"] for r in rows),
+        "tree_detached": sum(r["count"] for r in rows if r["depth"] is None),
+        "tree_depth_mean": ratio(sum(d * cnt for d, cnt in known), n),
+        "tree_depth_max": max((d for d, _ in known), default=None),
+    }
+
+
+def _counted(c: Collected, scope: Scope, ev: str, field_: str = "count") -> int:
+    return sum(int(r[field_]) for r in c.counts.get(scope, []) if r["ev"] == ev)
+
+
+def _by_detail(c: Collected, scope: Scope, ev: str) -> dict[str, int]:
+    rows = [r for r in c.counts.get(scope, []) if r["ev"] == ev and r["detail"] is not None]
+    return {str(r["detail"]): int(r["count"]) for r in sorted(rows, key=lambda r: r["detail"])}
+
+
 def scope_summary(c: Collected, scope: Scope) -> dict[str, Any]:
     """All metrics of one topic (or of all topics for ``None``)."""
     d = _one(c.deliveries, scope)
     expected = int(d.get("expected") or 0)
     delivered = int(d.get("delivered") or 0)
-    depth = _one(c.depth, scope)
-    fwd = int(_one(c.forwards, scope).get("forwards") or 0)
+    depth = _depth(c, scope)
+    fwd = _counted(c, scope, "forward")
+    recvs = _counted(c, scope, "recv")
     cov = _one(c.coverage, scope)
-    red = _one(c.redundancy, scope)
     reach = _one(c.reach, scope)
     with_receivers = int(reach.get("events_with_receivers") or 0)
     coverage_events = int(cov.get("coverage_events") or 0)
@@ -108,22 +158,22 @@ def scope_summary(c: Collected, scope: Scope) -> dict[str, Any]:
         "duplicates": int(d.get("duplicates") or 0),
         "latency_ms_p50": _percentile(c.latency, scope, 500),
         "latency_ms_p99": _percentile(c.latency, scope, 990),
-        "tree_depth_mean": ratio(depth.get("depth_sum"), depth.get("depth_n")),
-        "tree_depth_max": depth.get("tree_depth_max"),
+        "tree_depth_mean": depth["tree_depth_mean"],
+        "tree_depth_max": depth["tree_depth_max"],
         "forwards_per_delivery": ratio(fwd, delivered),
         # Beyond the required keys:
         "latency_ms_p90": _percentile(c.latency, scope, 900),
         "latency_ms_max": _percentile(c.latency, scope, 1000),
         "forwards": fwd,
-        "tree_nodes": int(depth.get("tree_nodes") or 0),
-        "tree_detached": int(depth.get("tree_detached") or 0),
+        "tree_nodes": depth["tree_nodes"],
+        "tree_detached": depth["tree_detached"],
         "tree_depth_histogram": _hist(c.depth_hist, scope, "depth"),
         "hops_histogram": _hist(c.hops_hist, scope, "hop"),
         "coverage_mean": ratio(cov.get("reached_sum"), coverage_events * c.nodes),
-        "recvs": int(red.get("recvs") or 0),
-        "redundancy": ratio(red.get("recv_dups"), red.get("recvs")),
-        "repairs": _hist(c.repairs, scope, "kind"),
-        "drops": _hist(c.drops, scope, "reason"),
+        "recvs": recvs,
+        "redundancy": ratio(_counted(c, scope, "recv", "dups"), recvs),
+        "repairs": _by_detail(c, scope, "repair"),
+        "drops": _by_detail(c, scope, "drop"),
         "bimodal": {
             "events_with_receivers": with_receivers,
             "share_over_90": ratio(reach.get("events_over_90"), with_receivers),
@@ -136,11 +186,10 @@ def scope_summary(c: Collected, scope: Scope) -> dict[str, Any]:
 def build_summary(c: Collected) -> dict[str, Any]:
     """The summary.json document."""
     topics: set[str] = set()
-    for rows in (c.published, c.deliveries, c.depth, c.forwards, c.redundancy, c.repairs, c.drops):
+    for rows in (c.published, c.deliveries, c.depth_hist, c.counts):
         topics.update(t for t in rows if t is not None)
-    lk = c.lookup
     stress = c.stress
-    nodes_stressed = int(stress.get("nodes") or 0)
+    nodes_stressed = c.nodes
     return {
         "records": c.records,
         "bad_lines": c.bad_lines,
@@ -150,13 +199,7 @@ def build_summary(c: Collected) -> dict[str, Any]:
         "subscriptions": c.subscriptions,
         "bad_filters": c.bad_filters,
         "match_errors": c.match_errors,
-        "lookup": {
-            "count": int(lk.get("count") or 0),
-            "ok_rate": ratio(lk.get("ok"), lk.get("ok_known")),
-            "hops_mean": ratio(lk.get("hops_sum"), lk.get("hops_n")),
-            "hops_p99": c.lookup_p99,
-            "hops_max": lk.get("hops_max"),
-        },
+        "lookup": lookup_summary(c.lookup_hist),
         "node_stress": {
             "nodes": nodes_stressed,
             "forwards_mean": ratio(stress.get("forwards_sum"), nodes_stressed),

@@ -73,24 +73,6 @@ def tree_depths(members: DataFrame) -> DataFrame:
             return state
 
 
-def depth_stats(depths: DataFrame) -> DataFrame:
-    """Per topic and overall: members, detached members, sum and max of depth."""
-    return per_topic_and_overall(
-        depths,
-        [
-            F.count(F.lit(1)).alias("tree_nodes"),
-            F.count_if(F.col("depth").isNull()).alias("tree_detached"),
-            F.sum("depth").alias("depth_sum"),
-            F.count("depth").alias("depth_n"),
-            F.max("depth").alias("tree_depth_max"),
-        ],
-    )
-
-
 def depth_histogram(depths: DataFrame) -> DataFrame:
-    """Per topic and overall: how many members sit at each depth."""
-    return per_topic_and_overall(
-        depths.filter(F.col("depth").isNotNull()),
-        [F.count(F.lit(1)).alias("count")],
-        keys=["depth"],
-    )
+    """Per topic and overall: members at each depth; depth null counts detached ones."""
+    return per_topic_and_overall(depths, [F.count(F.lit(1)).alias("count")], keys=["depth"])

@@ -198,7 +198,7 @@ def analyze(path: Path, run: str | None = None) -> dict[str, Any]:
             if scope in per:
                 per[scope][key] += value
 
-    for key, (topic, pub_ts) in expected.items():
+    for key, (topic, _pub_ts) in expected.items():
         add(topic, "expected")
         for scope in {topic, None}:
             per[scope]["events"][key[2]] += 1

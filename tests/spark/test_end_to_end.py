@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -12,6 +13,7 @@ from spark_analysis.analysis import run_analysis
 from spark_analysis.summary import TOPIC_KEYS
 from spark_analysis.synthetic import Spec, generate
 from tests.spark import oracle
+from tests.spark.conftest import LocalRun
 from tests.spark.helpers import matching_available
 
 pytestmark = pytest.mark.spark
@@ -19,10 +21,9 @@ pytestmark = pytest.mark.spark
 RUN = "synthetic"
 
 
-def _check(spark: SparkSession, traces: Path, out: Path) -> dict[str, object]:
-    result = run_analysis(spark, str(traces), out, run=RUN)
+def _check(traces: Path, out: Path, summary_in_memory: dict[str, Any]) -> dict[str, Any]:
     summary = json.loads((out / "summary.json").read_text())  # valid JSON, no NaN
-    assert summary == json.loads(json.dumps(result.summary))
+    assert summary == json.loads(json.dumps(summary_in_memory))
     want = oracle.analyze(traces, run=RUN)
     oracle.assert_summary_matches(summary, want)
     for key in ("records", "bad_lines"):
@@ -38,12 +39,11 @@ def _check(spark: SparkSession, traces: Path, out: Path) -> dict[str, object]:
     return summary
 
 
-def test_match_all_filters_against_plain_python(spark: SparkSession, tmp_path: Path) -> None:
-    info = generate(tmp_path / "traces", Spec(seed=3, events=150, filters=False))
-    summary = _check(spark, info.out_dir, tmp_path / "out")
+def test_match_all_filters_against_plain_python(match_all_run: LocalRun) -> None:
+    summary = _check(match_all_run.traces, match_all_run.out, match_all_run.summary)
     # the generator injected every kind of fault; the analysis must see them
     overall = summary["overall"]
-    assert summary["bad_lines"] == info.bad_lines > 0
+    assert summary["bad_lines"] == match_all_run.bad_lines > 0
     assert overall["false_deliveries"] > 0 and overall["duplicates"] > 0
     assert 0 < overall["delivery_ratio"] < 1
     assert overall["tree_detached"] > 0
@@ -53,5 +53,6 @@ def test_match_all_filters_against_plain_python(spark: SparkSession, tmp_path: P
 @pytest.mark.skipif(not matching_available(), reason="matching package not landed yet")
 def test_real_filters_against_plain_python(spark: SparkSession, tmp_path: Path) -> None:
     info = generate(tmp_path / "traces", Spec(seed=5, events=150, filters=True))
-    summary = _check(spark, info.out_dir, tmp_path / "out")
+    result = run_analysis(spark, str(info.out_dir), tmp_path / "out", run=RUN)
+    summary = _check(info.out_dir, tmp_path / "out", result.summary)
     assert summary["bad_filters"] > 0

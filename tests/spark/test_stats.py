@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spark_analysis.stats import nearest_rank, nearest_rank_rank, per_topic_and_overall
+from spark_analysis.summary import nearest_rank_in_histogram
 from tests.spark.helpers import assert_df_equal, schema
 
 pytestmark = pytest.mark.spark
@@ -70,3 +71,12 @@ def test_per_topic_and_overall(spark: SparkSession) -> None:
         [("a", False, 2, 3.0), ("b", False, 1, 5.0), (None, False, 1, 1.0), (None, True, 4, 9.0)],
         columns=["topic", "overall", "n", "s"],
     )
+
+
+@pytest.mark.parametrize("permille", [1, 500, 900, 990, 1000])
+def test_nearest_rank_in_histogram_matches_expanded_list(permille: int) -> None:
+    rng = random.Random(permille)
+    hist = [(v, rng.randint(1, 9)) for v in rng.sample(range(30), 12)]
+    expanded = [float(v) for v, c in hist for _ in range(c)]
+    assert nearest_rank_in_histogram(hist, permille) == brute_nearest_rank(expanded, permille)
+    assert nearest_rank_in_histogram([], permille) is None
