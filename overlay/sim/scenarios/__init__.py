@@ -1,0 +1,1 @@
+"""Simulation scenarios: build a world in the simulator, run it, summarize it."""
