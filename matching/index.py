@@ -18,7 +18,7 @@ conjunction, never a rebuild.
 from __future__ import annotations
 
 import bisect
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 
@@ -95,6 +95,17 @@ def _best_access(conjunction: list[Expr]) -> _Access | None:
     return accesses[0] if accesses else None
 
 
+def _equalities(conjunction: list[Expr]) -> list[tuple[str, tuple[Value, ...]]] | None:
+    """The conjunction as (attr, accepted values) pairs, if it is only equalities."""
+    out = []
+    for pred in conjunction:
+        access = _access_of(pred)
+        if access is None or not access.equals:
+            return None
+        out.append((access.attr, access.equals))
+    return out
+
+
 def _value_key(value: Value) -> tuple[str, Value]:
     # Keep 1, 1.0 and TRUE apart the way the filter language does: by kind.
     kind = kind_of(value)
@@ -114,6 +125,12 @@ class Index:
         self._below: dict[str, list[tuple]] = defaultdict(list)
         self._between: dict[str, list[tuple]] = defaultdict(list)
         self._widest: dict[str, float] = defaultdict(float)
+        # Counting for conjunctions made only of equalities: every predicate is indexed,
+        # and a conjunction matches when all of its predicates were hit. No evaluation.
+        self._counted: dict[str, dict[tuple[str, Value], list[int]]] = defaultdict(
+            lambda: defaultdict(list))
+        self._need: dict[int, int] = {}
+        self._owner: dict[int, Hashable] = {}
         self._residual: set[Hashable] = set()
         self._everything: set[Hashable] = set()
         self._seq = 0
@@ -135,6 +152,10 @@ class Index:
             placed.append(("all",))
             return
         conjunctions = to_dnf(filter.expr)
+        if conjunctions is not None and all(_equalities(c) is not None for c in conjunctions):
+            for conjunction in conjunctions:
+                self._add_counted(key, _equalities(conjunction), placed)  # type: ignore[arg-type]
+            return
         accesses = None if conjunctions is None else [_best_access(c) for c in conjunctions]
         if accesses is None or any(a is None for a in accesses):
             self._residual.add(key)
@@ -152,6 +173,19 @@ class Index:
                 table, entry = self._range_entry(access, key)
                 bisect.insort(table[access.attr], entry)
                 placed.append(("range", table, access.attr, entry))
+
+    def _add_counted(self, key: Hashable, preds: list[tuple[str, tuple[Value, ...]]],
+                     placed: list[tuple]) -> None:
+        self._seq += 1
+        conj = self._seq
+        self._need[conj] = len(preds)
+        self._owner[conj] = key
+        placed.append(("conj", conj))
+        for attr, values in preds:
+            # IN values are distinct kinds/values: an event value hits at most one of them.
+            for vkey in {_value_key(v) for v in values}:
+                self._counted[attr][vkey].append(conj)
+                placed.append(("count", attr, vkey, conj))
 
     def _range_entry(self, access: _Access, key: Hashable) -> tuple[dict[str, list[tuple]],
                                                                      tuple]:
@@ -171,6 +205,13 @@ class Index:
         for place in self._placed.pop(key):
             if place[0] == "all":
                 self._everything.discard(key)
+            elif place[0] == "conj":
+                del self._need[place[1]], self._owner[place[1]]
+            elif place[0] == "count":
+                bucket = self._counted[place[1]]
+                bucket[place[2]].remove(place[3])
+                if not bucket[place[2]]:
+                    del bucket[place[2]]
             elif place[0] == "residual":
                 self._residual.discard(key)
             elif place[0] == "eq":
@@ -186,7 +227,14 @@ class Index:
 
     def match(self, attrs: Mapping[str, Value]) -> set[Hashable]:
         candidates: set[Hashable] = set(self._residual)
+        hits: Counter[int] = Counter()
+        counted = self._counted
         for name, value in attrs.items():
+            by_value_counted = counted.get(name)
+            if by_value_counted:
+                conj_ids = by_value_counted.get(_value_key(value))
+                if conj_ids:
+                    hits.update(conj_ids)
             by_value = self._equal.get(name)
             if by_value:
                 hit = by_value.get(_value_key(value))
@@ -196,6 +244,8 @@ class Index:
                 self._range_candidates(name, float(value), candidates)
         filters = self._filters
         result = {key for key in candidates if filters[key].matches(attrs)}
+        need, owner = self._need, self._owner
+        result.update(owner[c] for c, n in hits.items() if n == need[c])
         return result | self._everything
 
     def _range_candidates(self, name: str, v: float, out: set[Hashable]) -> None:
