@@ -1,29 +1,31 @@
 """An index over many filters: which of them match an event, without evaluating each.
 
 Each filter is split into conjunctions (disjunctive normal form, when that stays
-small). From each conjunction one *access predicate* is chosen and indexed:
+small). Predicates that index well are equality (``attr = literal``, ``IN``: a hash
+table per attribute) and numeric ranges (``>``, ``>=``, ``<``, ``<=``, ``BETWEEN``: a
+:class:`~matching.ranges.RangeTable`). Three ways to place a filter:
 
-- ``attr = literal`` (and ``IN``): a hash table per attribute, value -> entries;
-- ``attr > / >= / < / <= number`` and ``BETWEEN``: per attribute, lower bounds and upper
-  bounds kept sorted (bisect), so an event value finds its candidates by two searches;
-- anything else (``LIKE``, ``IS NULL``, ``<>``, ``NOT``, no usable predicate, a DNF that
-  would blow up): the filter goes to a residual list evaluated on every event.
+- *counting* (every predicate of every conjunction indexes well): each predicate is
+  indexed with its conjunction; an event counts the hits per conjunction, and a
+  conjunction is TRUE exactly when all of its predicates were hit. No evaluation;
+- *access* (every conjunction has at least one such predicate): one predicate per
+  conjunction is indexed; its hits are candidates confirmed by evaluating the filter;
+- *residual* (``LIKE``, ``IS NULL``, ``<>``, ``NOT``..., or a DNF that would blow up):
+  evaluated on every event.
 
-Candidates found through an access predicate are confirmed by evaluating the whole
-filter, so the answer is always exactly the set of filters whose value is TRUE: the
-index only decides which filters need a look. Adding and removing are O(log n) per
-conjunction, never a rebuild.
+So the answer is always exactly the set of filters whose value is TRUE. Adding and
+removing cost a bisection or a hash update per predicate, never a rebuild.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 
 from matching.ast import And, Attr, Between, Compare, Expr, In, Lit, Or, Value, kind_of
 from matching.parser import Filter
+from matching.ranges import Handle, Interval, RangeTable
 
 MAX_CONJUNCTIONS = 32
 
@@ -95,15 +97,27 @@ def _best_access(conjunction: list[Expr]) -> _Access | None:
     return accesses[0] if accesses else None
 
 
-def _equalities(conjunction: list[Expr]) -> list[tuple[str, tuple[Value, ...]]] | None:
-    """The conjunction as (attr, accepted values) pairs, if it is only equalities."""
-    out = []
-    for pred in conjunction:
-        access = _access_of(pred)
-        if access is None or not access.equals:
-            return None
-        out.append((access.attr, access.equals))
-    return out
+def _interval(access: _Access) -> Interval:
+    return Interval(access.attr, access.low, access.low_inclusive, access.high,
+                    access.high_inclusive)
+
+
+def _countable(conjunction: list[Expr]) -> list[_Access] | None:
+    accesses = [_access_of(pred) for pred in conjunction]
+    return None if any(a is None for a in accesses) else accesses  # type: ignore[return-value]
+
+
+def _inside(intervals: list[Interval], attrs: Mapping[str, Value]) -> bool:
+    for attr, low, low_inclusive, high, high_inclusive in intervals:
+        value = attrs.get(attr)
+        if kind_of(value) != "num":
+            return False
+        v = float(value)  # type: ignore[arg-type]
+        if low is not None and not (low < v or (low_inclusive and low == v)):
+            return False
+        if high is not None and not (v < high or (high_inclusive and v == high)):
+            return False
+    return True
 
 
 def _value_key(value: Value) -> tuple[str, Value]:
@@ -116,24 +130,25 @@ class Index:
     def __init__(self) -> None:
         self._filters: dict[Hashable, Filter] = {}
         self._placed: dict[Hashable, list[tuple]] = {}
-        self._equal: dict[str, dict[tuple[str, Value], set[Hashable]]] = defaultdict(
-            lambda: defaultdict(set))
-        # Per attribute, three sorted lists of (bound..., seq, key). Lower-bound-only
-        # entries match a prefix, upper-bound-only a suffix; bounded intervals are sorted
-        # by their low end and scanned back no further than the widest one reaches.
-        self._above: dict[str, list[tuple]] = defaultdict(list)
-        self._below: dict[str, list[tuple]] = defaultdict(list)
-        self._between: dict[str, list[tuple]] = defaultdict(list)
-        self._widest: dict[str, float] = defaultdict(float)
-        # Counting for conjunctions made only of equalities: every predicate is indexed,
-        # and a conjunction matches when all of its predicates were hit. No evaluation.
-        self._counted: dict[str, dict[tuple[str, Value], list[int]]] = defaultdict(
+        # counting: (attr, value) -> conjunction ids; ranges -> conjunction ids
+        self._count_eq: dict[str, dict[tuple[str, Value], list[int]]] = defaultdict(
             lambda: defaultdict(list))
+        self._count_ranges = RangeTable()
         self._need: dict[int, int] = {}
         self._owner: dict[int, Hashable] = {}
+        #: Ranges of conjunctions that are counted by their equalities, checked directly
+        #: once those all hit (few do): cheaper than stabbing them on every event.
+        self._checks: dict[int, list[Interval]] = {}
+        #: Conjunctions that are a single equality: (attr, value) -> filter keys.
+        self._direct: dict[str, dict[tuple[str, Value], list[Hashable]]] = defaultdict(
+            lambda: defaultdict(list))
+        # access: (attr, value) -> filter keys; ranges -> filter keys
+        self._access_eq: dict[str, dict[tuple[str, Value], set[Hashable]]] = defaultdict(
+            lambda: defaultdict(set))
+        self._access_ranges = RangeTable()
         self._residual: set[Hashable] = set()
         self._everything: set[Hashable] = set()
-        self._seq = 0
+        self._conj_ids = 0
 
     def __len__(self) -> int:
         return len(self._filters)
@@ -152,113 +167,116 @@ class Index:
             placed.append(("all",))
             return
         conjunctions = to_dnf(filter.expr)
-        if conjunctions is not None and all(_equalities(c) is not None for c in conjunctions):
-            for conjunction in conjunctions:
-                self._add_counted(key, _equalities(conjunction), placed)  # type: ignore[arg-type]
-            return
-        accesses = None if conjunctions is None else [_best_access(c) for c in conjunctions]
-        if accesses is None or any(a is None for a in accesses):
+        if conjunctions is None:
             self._residual.add(key)
             placed.append(("residual",))
             return
-        for access in accesses:
+        counted = [_countable(c) for c in conjunctions]
+        if all(c is not None for c in counted):
+            for accesses in counted:
+                self._add_counted(key, accesses, placed)  # type: ignore[arg-type]
+            return
+        best = [_best_access(c) for c in conjunctions]
+        if any(a is None for a in best):
+            self._residual.add(key)
+            placed.append(("residual",))
+            return
+        for access in best:
             assert access is not None
             if access.equals:
                 for value in access.equals:
                     vkey = _value_key(value)
-                    self._equal[access.attr][vkey].add(key)
-                    placed.append(("eq", access.attr, vkey))
+                    self._access_eq[access.attr][vkey].add(key)
+                    placed.append(("access_eq", access.attr, vkey))
             else:
-                self._seq += 1
-                table, entry = self._range_entry(access, key)
-                bisect.insort(table[access.attr], entry)
-                placed.append(("range", table, access.attr, entry))
+                placed.append(("access_range", self._access_ranges.add(_interval(access), key)))
 
-    def _add_counted(self, key: Hashable, preds: list[tuple[str, tuple[Value, ...]]],
-                     placed: list[tuple]) -> None:
-        self._seq += 1
-        conj = self._seq
-        self._need[conj] = len(preds)
+    def _add_counted(self, key: Hashable, accesses: list[_Access], placed: list[tuple]) -> None:
+        self._conj_ids += 1
+        conj = self._conj_ids
         self._owner[conj] = key
         placed.append(("conj", conj))
-        for attr, values in preds:
-            # IN values are distinct kinds/values: an event value hits at most one of them.
-            for vkey in {_value_key(v) for v in values}:
-                self._counted[attr][vkey].append(conj)
-                placed.append(("count", attr, vkey, conj))
-
-    def _range_entry(self, access: _Access, key: Hashable) -> tuple[dict[str, list[tuple]],
-                                                                     tuple]:
-        if access.high is None:
-            assert access.low is not None
-            return self._above, (access.low, not access.low_inclusive, self._seq, key)
-        if access.low is None:
-            # Sorted by negated bound so that matching entries are again a prefix.
-            return self._below, (-access.high, not access.high_inclusive, self._seq, key)
-        self._widest[access.attr] = max(self._widest[access.attr], access.high - access.low)
-        return self._between, (access.low, access.high, self._seq, key)
+        if any(a.equals for a in accesses):
+            ranges = [_interval(a) for a in accesses if not a.equals]
+            if ranges:
+                self._checks[conj] = ranges
+            accesses = [a for a in accesses if a.equals]
+        self._need[conj] = len(accesses)
+        if len(accesses) == 1 and accesses[0].equals and conj not in self._checks:
+            # One equality and nothing else: a hit is a match, no counting needed.
+            (access,) = accesses
+            for vkey in {_value_key(v) for v in access.equals}:
+                self._direct[access.attr][vkey].append(key)
+                placed.append(("direct", access.attr, vkey, key))
+            return
+        for access in accesses:
+            if access.equals:
+                # An event value hits at most one of an IN list's distinct values.
+                for vkey in {_value_key(v) for v in access.equals}:
+                    self._count_eq[access.attr][vkey].append(conj)
+                    placed.append(("count_eq", access.attr, vkey, conj))
+            else:
+                handle: Handle = self._count_ranges.add(_interval(access), conj)
+                placed.append(("count_range", handle))
 
     def remove(self, key: Hashable) -> None:
         if key not in self._filters:
             raise KeyError(key)
         del self._filters[key]
         for place in self._placed.pop(key):
-            if place[0] == "all":
+            kind = place[0]
+            if kind == "all":
                 self._everything.discard(key)
-            elif place[0] == "conj":
+            elif kind == "residual":
+                self._residual.discard(key)
+            elif kind == "conj":
                 del self._need[place[1]], self._owner[place[1]]
-            elif place[0] == "count":
-                bucket = self._counted[place[1]]
+                self._checks.pop(place[1], None)
+            elif kind in ("count_eq", "direct"):
+                bucket = (self._count_eq if kind == "count_eq" else self._direct)[place[1]]
                 bucket[place[2]].remove(place[3])
                 if not bucket[place[2]]:
                     del bucket[place[2]]
-            elif place[0] == "residual":
-                self._residual.discard(key)
-            elif place[0] == "eq":
-                bucket = self._equal[place[1]]
-                bucket[place[2]].discard(key)
-                if not bucket[place[2]]:
-                    del bucket[place[2]]
+            elif kind == "access_eq":
+                by_value = self._access_eq[place[1]]
+                by_value[place[2]].discard(key)
+                if not by_value[place[2]]:
+                    del by_value[place[2]]
+            elif kind == "count_range":
+                self._count_ranges.remove(place[1])
             else:
-                entries = place[1][place[2]]
-                i = bisect.bisect_left(entries, place[3])
-                if i < len(entries) and entries[i] == place[3]:
-                    del entries[i]
+                self._access_ranges.remove(place[1])
 
     def match(self, attrs: Mapping[str, Value]) -> set[Hashable]:
-        candidates: set[Hashable] = set(self._residual)
-        hits: Counter[int] = Counter()
-        counted = self._counted
+        hits: list[int] = []
+        candidates: list[Hashable] = []
+        result: set[Hashable] = set()
+        count_eq, access_eq, direct = self._count_eq, self._access_eq, self._direct
         for name, value in attrs.items():
-            by_value_counted = counted.get(name)
-            if by_value_counted:
-                conj_ids = by_value_counted.get(_value_key(value))
-                if conj_ids:
-                    hits.update(conj_ids)
-            by_value = self._equal.get(name)
+            vkey = _value_key(value)
+            direct_by_value = direct.get(name)
+            if direct_by_value:
+                keys_hit = direct_by_value.get(vkey)
+                if keys_hit:
+                    result.update(keys_hit)
+            by_value = count_eq.get(name)
             if by_value:
-                hit = by_value.get(_value_key(value))
-                if hit:
-                    candidates |= hit
-            if kind_of(value) == "num":
-                self._range_candidates(name, float(value), candidates)
+                conjs = by_value.get(vkey)
+                if conjs:
+                    hits.extend(conjs)
+            keys_by_value = access_eq.get(name)
+            if keys_by_value:
+                keys = keys_by_value.get(vkey)
+                if keys:
+                    candidates.extend(keys)
+            if vkey[0] == "num":
+                v = float(value)
+                self._count_ranges.stab(name, v, hits)  # type: ignore[arg-type]
+                self._access_ranges.stab(name, v, candidates)
+        need, owner, checks = self._need, self._owner, self._checks
+        result.update(owner[c] for c, n in Counter(hits).items()
+                      if n == need[c] and (c not in checks or _inside(checks[c], attrs)))
         filters = self._filters
-        result = {key for key in candidates if filters[key].matches(attrs)}
-        need, owner = self._need, self._owner
-        result.update(owner[c] for c, n in hits.items() if n == need[c])
+        result.update(k for k in set(candidates) | self._residual
+                      if k not in result and filters[k].matches(attrs))
         return result | self._everything
-
-    def _range_candidates(self, name: str, v: float, out: set[Hashable]) -> None:
-        above = self._above.get(name)
-        if above:  # low < v, or low == v when inclusive (flag False sorts first)
-            end = bisect.bisect_left(above, (v, True))
-            out.update(entry[3] for entry in above[:end])
-        below = self._below.get(name)
-        if below:  # high > v, or high == v when inclusive
-            end = bisect.bisect_left(below, (-v, True))
-            out.update(entry[3] for entry in below[:end])
-        between = self._between.get(name)
-        if between:
-            start = bisect.bisect_left(between, (v - self._widest[name],))
-            end = bisect.bisect_right(between, (v, float("inf")))
-            out.update(e[3] for e in between[start:end] if e[0] <= v <= e[1])

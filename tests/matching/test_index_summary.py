@@ -44,6 +44,31 @@ def test_summaries_have_no_false_negatives(first: list[str], second: list[str], 
                 assert s.may_match(attrs)
 
 
+@pytest.mark.parametrize(
+    ("text", "hit", "miss"),
+    [
+        ("n BETWEEN 900.5 AND 906", {"n": 902.0}, {"n": 906.5}),
+        ("n > 5", {"n": 6}, {"n": 5}),
+        ("n >= 5", {"n": 5}, {"n": 4.9}),
+        ("5 > n", {"n": 4}, {"n": 5}),
+        ("s = 'a'", {"s": "a"}, {"s": "b"}),
+        ("s IN ('a', 1)", {"s": 1.0}, {"s": True}),
+        ("s = 'a' AND n < 3", {"s": "a", "n": 2}, {"s": "a", "n": 3}),
+        ("s = 'a' AND t = 'b'", {"s": "a", "t": "b"}, {"s": "a", "t": "c"}),
+        ("n > 1 AND n < 3", {"n": 2}, {"n": 3}),
+        ("s LIKE 'a%' AND n = 1", {"s": "ab", "n": 1}, {"s": "b", "n": 1}),
+        ("s LIKE 'a%'", {"s": "ab"}, {"s": "b"}),
+    ],
+)
+def test_each_kind_of_placement_matches_exactly(text: str, hit: dict, miss: dict) -> None:
+    index = Index()
+    index.add("k", parse(text))
+    assert index.match(hit) == {"k"}
+    assert index.match(miss) == set()
+    index.remove("k")
+    assert index.match(hit) == set()
+
+
 def test_covering_keeps_summaries_small() -> None:
     s = Summary.of(["x > 5", "x > 10", "x >= 5", "sym = 'A'", "sym = 'A' AND y < 3"])
     assert s.filters == {"x >= 5", "sym = 'A'"}
