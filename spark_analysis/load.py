@@ -187,7 +187,7 @@ def load_traces(
     parsed = parse_lines(read_lines(spark, path))
     is_bad = F.col("bad_reason").isNotNull()
     keep = ~is_bad if run is None else (~is_bad & (F.col("run") == run))
-    obs = Observation("load")
+    obs = Observation()
     observed = parsed.observe(obs, *_observed_metrics(parsed, keep))
     target = str(Path(out_dir) / "records")
     _write_records(spark, normalize(observed, run), target)

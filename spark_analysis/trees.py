@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from spark_analysis.load import of_type
@@ -61,15 +61,21 @@ def tree_depths(members: DataFrame) -> DataFrame:
             & F.col("depth").isNull(),
             "left",
         )
-        state = joined.select(
-            *members.columns,
-            F.when(F.col("f_node").isNotNull(), F.lit(depth + 1))
-            .otherwise(F.col("depth"))
-            .cast("int")
-            .alias("depth"),
-        ).localCheckpoint()
+        # Counting the new level while checkpointing makes each level one Spark job.
+        assigned = Observation()
+        state = (
+            joined.select(
+                *members.columns,
+                F.when(F.col("f_node").isNotNull(), F.lit(depth + 1))
+                .otherwise(F.col("depth"))
+                .cast("int")
+                .alias("depth"),
+            )
+            .observe(assigned, F.count_if(F.col("depth") == depth + 1).alias("n"))
+            .localCheckpoint()
+        )
         depth += 1
-        if state.filter(F.col("depth") == depth).isEmpty():
+        if not assigned.get.get("n"):
             return state
 
 
