@@ -1,0 +1,181 @@
+"""``ScribeApp``: Scribe topic trees as a sans-IO application of the KBR host (Chord).
+
+Application calls (from the daemon's API layer or a simulation scenario) and the KBR
+up-calls come in; effects leave through the host: ``send_direct``/``route`` to peers,
+``deliver_local`` (a ``Deliver`` effect with a :class:`DeliveredEvent`) to local
+subscriptions, ``notice`` (``Notice`` effects) and ``trace`` records of TRACES.md.
+
+Notices: ``published`` (``topic``, ``msg_id``, ``seq``) when the topic's root has
+numbered an event this node published; ``expired`` (``sub``) when a subscription's
+expiry passed and it ended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from chord.kbr import KbrHost, NodeRef
+from matching import parse
+from overlay.core.messages import Message
+from scribe.config import ScribeConfig
+from scribe.dissemination import Dissemination
+from scribe.membership import Membership
+from scribe.messages import (
+    AnycastBack,
+    AttrValue,
+    DigestUpdate,
+    Disown,
+    Event,
+    Heartbeat,
+    HeartbeatAck,
+    Join,
+    JoinAck,
+    Leave,
+    Publish,
+    PublishAck,
+    RootHandover,
+    check_group,
+    check_topic,
+)
+from scribe.publish import Publishing
+from scribe.repair import Repair
+from scribe.state import TICK, ScribeState
+from scribe.subscriptions import Subscription, expiry_time
+
+#: Why a local subscription ended (TRACES.md ``unsubscribe.reason``).
+UNSUBSCRIBE_REASONS = ("client", "expired", "disconnect")
+
+
+class ScribeApp:
+    """One node's Scribe: plug it into a KBR host (``host.local``, ``host.rng`` ...)."""
+
+    def __init__(self, host: KbrHost, config: ScribeConfig | None = None) -> None:
+        self.state = ScribeState(host, config or ScribeConfig())
+        self.membership = Membership(self.state)
+        self.dissemination = Dissemination(self.state)
+        self.publishing = Publishing(self.state, self.membership, self.dissemination)
+        self.repair = Repair(self.state, self.membership, self.dissemination, self.publishing)
+        m, d, r = self.membership, self.dissemination, self.repair
+        self._direct: dict[type[Message], Callable[[float, Any], None]] = {
+            Event: d.on_event,
+            AnycastBack: d.on_anycast_back,
+            JoinAck: m.on_join_ack,
+            DigestUpdate: m.on_digest,
+            Leave: m.on_leave,
+            Disown: m.on_disown,
+            Join: m.on_join_pushed,
+            Heartbeat: r.on_heartbeat,
+            HeartbeatAck: r.on_heartbeat_ack,
+            Publish: self.publishing.on_direct,
+            PublishAck: self.publishing.on_ack,
+        }
+
+    @property
+    def config(self) -> ScribeConfig:
+        return self.state.config
+
+    # -- application calls ---------------------------------------------------------------------
+
+    def subscribe(self, now: float, topic: str, filter_text: str, sub_id: int,
+                  expiry: float | None = None, group: str | None = None) -> None:
+        """Start local subscription ``sub_id`` (a handle the caller chose, unique on this
+        node). ``expiry``: seconds of life from ``now`` (None: until unsubscribed).
+        ``group``: share the topic's events with the group's other members.
+
+        Raises ``matching.FilterSyntaxError`` for a bad filter, ``ValueError`` for a bad
+        topic, group or expiry, ``DuplicateSubscriptionError`` for a handle in use.
+        """
+        s = self.state
+        check_topic(topic)
+        if group is not None:
+            check_group(group)
+        sub = Subscription(sub_id, topic, filter_text, parse(filter_text), group,
+                           expiry_time(now, expiry))
+        s.subs.add(sub)
+        s.trace("subscribe", topic=topic, sub=sub_id, filter=filter_text,
+                expiry=None if expiry is None else float(expiry), group=group)
+        self._schedule_expiry(sub)
+        self.membership.local_change(now, topic)
+
+    def unsubscribe(self, now: float, sub_id: int, reason: str = "client") -> None:
+        """End a local subscription. Raises ``UnknownSubscriptionError``."""
+        if reason not in UNSUBSCRIBE_REASONS:
+            raise ValueError(f"reason must be one of {UNSUBSCRIBE_REASONS}, got {reason!r}")
+        s = self.state
+        sub = s.subs.remove(sub_id)
+        s.timers.cancel(("expire", sub_id))
+        s.trace("unsubscribe", topic=sub.topic, sub=sub_id, reason=reason)
+        self.membership.local_change(now, sub.topic)
+
+    def renew(self, now: float, sub_id: int, expiry: float | None) -> None:
+        """Give a subscription ``expiry`` more seconds from ``now`` (None: no end).
+        Raises ``UnknownSubscriptionError``."""
+        sub = self.state.subs.get(sub_id)
+        sub.expires_at = expiry_time(now, expiry)
+        self._schedule_expiry(sub)
+
+    def publish(self, now: float, topic: str, attrs: Mapping[str, AttrValue],
+                payload: bytes = b"", msg_id: str | None = None,
+                ts: float | None = None) -> str:
+        """Publish an event; returns its msg_id (``msg_id`` if given, else a fresh random
+        one). ``ts``: publish time to carry (default ``now``). A ``published`` notice
+        follows once the root numbered it. Raises ``ValueError`` for bad input."""
+        return self.publishing.publish(now, topic, attrs, payload, msg_id, ts)
+
+    def status(self) -> dict[str, Any]:
+        """Topics this node is in, with role, parent, depth and children (API ``status``)."""
+        s = self.state
+        return {topic: {"role": str(s.role(tree)),
+                        "parent": None if tree.parent is None else s.hex(tree.parent.id),
+                        "depth": tree.depth, "children": len(tree.children)}
+                for topic, tree in sorted(s.trees.items())}
+
+    # -- KBR up-calls ----------------------------------------------------------------------------
+
+    def forward(self, now: float, key: int, msg: Message, next_hop: NodeRef) -> Message | None:
+        if isinstance(msg, Join):
+            return self.membership.on_join_passing(now, msg)
+        return msg
+
+    def deliver(self, now: float, key: int, msg: Message, hops: int) -> None:
+        if isinstance(msg, Join):
+            self.membership.on_join_at_root(now, msg)
+        elif isinstance(msg, Publish):
+            self.publishing.at_root(now, msg)
+        elif isinstance(msg, RootHandover):
+            self.membership.on_handover(now, msg)
+
+    def on_direct(self, now: float, src: str, msg: Message) -> None:
+        handler = self._direct.get(type(msg))
+        if handler is not None:
+            handler(now, msg)
+
+    def on_unreachable(self, now: float, dest: str, msg: Message) -> None:
+        self.repair.on_unreachable(now, dest, msg)
+
+    def update(self, now: float, node: NodeRef, joined: bool) -> None:
+        self.repair.check_ownership(now)
+
+    def on_timer(self, now: float) -> None:
+        for name in self.state.timers.pop_due(now):
+            if name == TICK:
+                self.repair.tick(now)
+            elif isinstance(name, tuple) and name[0] == "expire":
+                self._expire(now, name[1])
+
+    def next_deadline(self) -> float | None:
+        return self.state.timers.next_deadline()
+
+    # -- expiry ----------------------------------------------------------------------------------
+
+    def _schedule_expiry(self, sub: Subscription) -> None:
+        if sub.expires_at is None:
+            self.state.timers.cancel(("expire", sub.sub_id))
+        else:
+            self.state.timers.set(("expire", sub.sub_id), sub.expires_at)
+
+    def _expire(self, now: float, sub_id: int) -> None:
+        if sub_id in self.state.subs:
+            self.state.host.notice("expired", sub=sub_id)
+            self.unsubscribe(now, sub_id, reason="expired")

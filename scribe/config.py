@@ -1,0 +1,68 @@
+"""Configuration of a Scribe node and the errors its application calls raise."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from overlay.core.errors import LocalProtocolError
+
+
+@dataclass(frozen=True)
+class ScribeConfig:
+    """Tunables of the topic trees (seconds for times).
+
+    ``heartbeat_interval`` paces the maintenance tick: parents send a heartbeat to each
+    child they sent nothing else to during the last interval, and children answer it.
+    A child that hears nothing from its parent for ``parent_timeout`` re-joins through
+    the DHT; a parent drops a child after ``missed_heartbeats`` unanswered heartbeats.
+    """
+
+    #: Forward events only down edges whose summary may match (False: every edge).
+    summaries: bool = True
+    #: Filters a summary keeps exactly before it is coarsened (matching.Summary).
+    summary_max_filters: int = 64
+    #: Children a node adopts before it pushes new ones down to a child (None: no bound).
+    max_children: int | None = None
+    #: Times one JOIN may be pushed down by full nodes before one adopts it regardless.
+    max_redirects: int = 8
+    heartbeat_interval: float = 1.0
+    parent_timeout: float = 3.5
+    missed_heartbeats: int = 3
+    #: A JOIN that got no acknowledgement in this time is sent again.
+    join_timeout: float = 3.0
+    #: How long a node remembers an event: duplicate suppression and anycast search state.
+    event_memory: float = 60.0
+    #: Topics whose root address a publisher keeps.
+    root_cache_size: int = 4096
+
+    def __post_init__(self) -> None:
+        for name in ("heartbeat_interval", "parent_timeout", "join_timeout", "event_memory"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.parent_timeout <= self.heartbeat_interval:
+            raise ValueError("parent_timeout must exceed heartbeat_interval")
+        if self.max_children is not None and self.max_children < 1:
+            raise ValueError(f"max_children must be >= 1 or None, got {self.max_children}")
+        for name in ("summary_max_filters", "missed_heartbeats", "root_cache_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_redirects < 0:
+            raise ValueError(f"max_redirects must be >= 0, got {self.max_redirects}")
+
+
+class UnknownSubscriptionError(LocalProtocolError):
+    """An application call named a subscription this node does not hold (API ``unknown_sub``)."""
+
+    code = "unknown_sub"
+
+    def __init__(self, sub_id: int) -> None:
+        super().__init__(f"no subscription {sub_id} on this node")
+        self.sub_id = sub_id
+
+
+class DuplicateSubscriptionError(LocalProtocolError):
+    """``subscribe`` was given a handle that is already in use on this node."""
+
+    def __init__(self, sub_id: int) -> None:
+        super().__init__(f"subscription {sub_id} already exists on this node")
+        self.sub_id = sub_id

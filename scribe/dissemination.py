@@ -1,0 +1,211 @@
+"""Events down a topic tree: local deliveries, filtered forwarding, anycast steering.
+
+A node that handles an event delivers it to its plain subscriptions whose filter
+matches, sends it to each child whose digest may match it (with summaries off every
+digest says yes), and serves the anycast groups it was asked to (see ``anycast``). Each
+child gets at most one copy per step, carrying both duties. A node remembers the events
+it handled for ``event_memory`` seconds, so a second copy (after a tree change) is
+neither delivered nor forwarded again, and a group handed back finds its search state.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from chord.kbr import NodeRef
+from scribe.anycast import GroupSearch, Steering
+from scribe.messages import AnycastBack, AttrValue, Event, EventBody, Leave
+from scribe.state import ScribeState
+from scribe.subscriptions import Subscription, TopicSubscriptions
+from scribe.tree import TopicTree
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveredEvent:
+    """What a local subscription receives (the fields of the API's ``notify`` push)."""
+
+    topic: str
+    msg_id: str
+    #: Number the topic's root gave the event (per topic, from 1).
+    seq: int | None
+    attrs: Mapping[str, AttrValue]
+    payload: bytes
+    #: Hex id of the node where it was published.
+    publisher: str
+    #: Publish time given by the publishing application.
+    ts: float
+    #: Depth of the receiving node in the tree (overlay hops from the root).
+    hop: int
+
+
+@dataclass
+class HandledEvent:
+    """An event this node has handled, as long as it remembers it."""
+
+    body: EventBody
+    #: This node's depth when it first got the event.
+    hop: int
+    plain_done: bool = False
+    searches: dict[str, GroupSearch] = field(default_factory=dict)
+
+
+class EventMemory:
+    """Recently handled events by msg_id, forgotten ``keep`` seconds after the first copy."""
+
+    def __init__(self, keep: float) -> None:
+        self.keep = keep
+        self._events: dict[str, HandledEvent] = {}
+        self._order: deque[tuple[float, str]] = deque()
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def get(self, msg_id: str) -> HandledEvent | None:
+        return self._events.get(msg_id)
+
+    def remember(self, now: float, handled: HandledEvent) -> None:
+        self._events[handled.body.msg_id] = handled
+        self._order.append((now, handled.body.msg_id))
+
+    def forget_old(self, now: float) -> None:
+        while self._order and self._order[0][0] <= now - self.keep:
+            _, msg_id = self._order.popleft()
+            self._events.pop(msg_id, None)
+
+
+#: Per child id: (whether the copy is plain, the groups it must serve).
+Plan = dict[int, tuple[bool, list[str]]]
+
+
+class Dissemination:
+    def __init__(self, state: ScribeState) -> None:
+        self.s = state
+        self.memory = EventMemory(state.config.event_memory)
+        self.steering = Steering()
+
+    def from_root(self, now: float, body: EventBody) -> None:
+        """The root numbered ``body``: start it down the tree."""
+        s = self.s
+        handled = HandledEvent(body, hop=0)
+        self.memory.remember(now, handled)
+        s.wake(now)
+        tree = s.trees.get(body.topic)
+        if tree is None:
+            return  # nobody subscribes to the topic
+        topic_subs = s.subs.topic(body.topic)
+        groups = set(topic_subs.groups) if topic_subs is not None else set()
+        for edge in tree.children.values():
+            groups.update(edge.digest.groups)
+        self._spread(now, tree, handled, True, sorted(groups), upstream=None)
+
+    def on_event(self, now: float, ev: Event) -> None:
+        s = self.s
+        body = ev.body
+        assert body.seq is not None  # Event validates that
+        s.note_seq(body.topic, body.seq)
+        handled = self.memory.get(body.msg_id)
+        s.trace("recv", topic=body.topic, msg_id=body.msg_id, **{"from": s.hex(ev.sender.id)},
+                hop=ev.hop, dup=handled is not None)
+        tree = s.trees.get(body.topic)
+        if tree is not None and tree.parent is not None and tree.parent.id == ev.sender.id:
+            tree.parent_heard = now
+        else:
+            # The sender counts this node as its child, which it is not (any more).
+            s.send(ev.sender, Leave(body.topic, s.me))
+        if tree is None:
+            s.trace("drop", topic=body.topic, msg_id=body.msg_id, reason="no_route")
+            if ev.groups:
+                s.send(ev.sender, AnycastBack(body.topic, body.msg_id, ev.groups, s.me))
+            return
+        if handled is None:
+            handled = HandledEvent(body, ev.hop)
+            self.memory.remember(now, handled)
+            s.wake(now)
+        self._spread(now, tree, handled, ev.plain and not handled.plain_done, ev.groups,
+                     upstream=ev.sender)
+
+    def on_anycast_back(self, now: float, msg: AnycastBack) -> None:
+        handled = self.memory.get(msg.msg_id)
+        if handled is None:
+            self.s.trace("drop", topic=msg.topic, msg_id=msg.msg_id, reason="expired")
+            return
+        self.retry_groups(now, handled, msg.groups)
+
+    def retry_groups(self, now: float, handled: HandledEvent, groups: Iterable[str]) -> None:
+        """The child asked to serve ``groups`` could not: ask the next one, or go back up."""
+        s = self.s
+        tree = s.trees.get(handled.body.topic)
+        topic_subs = s.subs.topic(handled.body.topic)
+        plan: Plan = {}
+        for group in groups:
+            search = handled.searches.get(group)
+            if search is not None:
+                back: list[str] = []
+                self._steer(tree, topic_subs, handled, group, search, plan, back)
+                self._hand_back(handled, back, search.upstream)
+        if tree is not None:
+            self._send(now, tree, handled, plan)
+
+    # -- one step ------------------------------------------------------------------------------
+
+    def _spread(self, now: float, tree: TopicTree, handled: HandledEvent, plain: bool,
+                groups: Iterable[str], upstream: NodeRef | None) -> None:
+        s = self.s
+        attrs = handled.body.attrs
+        topic_subs = s.subs.topic(handled.body.topic)
+        plan: Plan = {}
+        if plain:
+            handled.plain_done = True
+            if topic_subs is not None:
+                for sub in topic_subs.matching_plain(attrs):
+                    self._deliver(sub, handled)
+            for edge in tree.children.values():
+                if edge.digest.plain_may_match(attrs):
+                    plan[edge.ref.id] = (True, [])
+        back: list[str] = []
+        for group in groups:
+            if group in handled.searches:
+                continue  # already being served from this node
+            search = handled.searches[group] = GroupSearch(upstream)
+            self._steer(tree, topic_subs, handled, group, search, plan, back)
+        self._send(now, tree, handled, plan)
+        self._hand_back(handled, back, upstream)
+
+    def _steer(self, tree: TopicTree | None, topic_subs: TopicSubscriptions | None,
+               handled: HandledEvent, group: str, search: GroupSearch, plan: Plan,
+               back: list[str]) -> None:
+        step = self.steering.next_step(tree, topic_subs, group, handled.body.attrs, search)
+        if step is None:
+            back.append(group)
+        elif isinstance(step, Subscription):
+            self._deliver(step, handled)
+        else:
+            plan.setdefault(step.ref.id, (False, []))[1].append(group)
+
+    def _send(self, now: float, tree: TopicTree, handled: HandledEvent, plan: Plan) -> None:
+        s = self.s
+        body = handled.body
+        hop = handled.hop + 1
+        for child_id, (plain, groups) in plan.items():
+            edge = tree.children[child_id]
+            edge.last_sent = now
+            s.trace("forward", topic=body.topic, msg_id=body.msg_id, to=s.hex(child_id), hop=hop)
+            s.send(edge.ref, Event(body, hop, s.me, plain, tuple(groups)))
+
+    def _hand_back(self, handled: HandledEvent, groups: list[str],
+                   upstream: NodeRef | None) -> None:
+        # At the root (no upstream) a group nobody matches simply has no receiver.
+        if groups and upstream is not None:
+            body = handled.body
+            self.s.send(upstream, AnycastBack(body.topic, body.msg_id, tuple(groups), self.s.me))
+
+    def _deliver(self, sub: Subscription, handled: HandledEvent) -> None:
+        s = self.s
+        body = handled.body
+        s.trace("deliver", topic=body.topic, msg_id=body.msg_id, sub=sub.sub_id,
+                hop=handled.hop, seq=body.seq, dup=False)
+        s.host.deliver_local(sub.sub_id, DeliveredEvent(
+            body.topic, body.msg_id, body.seq, body.attrs, body.payload, body.publisher,
+            body.ts, handled.hop))

@@ -1,0 +1,242 @@
+"""Joining and leaving topic trees, the root role, and digests flowing up the edges.
+
+JOIN (van Steen & Tanenbaum's description of Scribe on Chord): a node that subscribes
+routes JOIN toward the topic's key. A node on the way that is already in the tree adopts
+the sender and stops the JOIN; one that is not becomes a forwarder, adopts the sender
+and continues the JOIN in its own name. The responsible node becomes the root.
+
+Bounded fan-out (FreePastry's LimitedScribePolicy): a node with ``max_children``
+children does not refuse a new one but pushes its JOIN down to one of its children,
+which adopts it or pushes it further.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from chord.kbr import NodeRef
+from overlay.core.messages import Message
+from scribe.messages import (
+    DigestUpdate,
+    DigestWire,
+    Disown,
+    Join,
+    JoinAck,
+    Leave,
+    RootHandover,
+)
+from scribe.state import ScribeState
+from scribe.summaries import Digest
+from scribe.tree import TopicTree
+
+
+class Membership:
+    def __init__(self, state: ScribeState) -> None:
+        self.s = state
+
+    # -- this node's own needs -------------------------------------------------------------
+
+    def local_change(self, now: float, topic: str) -> None:
+        """The local subscriptions of ``topic`` changed: join, update the digest, or leave."""
+        s = self.s
+        tree = s.trees.get(topic)
+        if tree is None:
+            if s.subs.topic(topic) is not None:
+                self.send_join(now, s.tree_for(now, topic))
+            return
+        s.note_tree(tree)  # member <-> forwarder
+        if not self.prune(now, tree):
+            self.push_digest(tree)
+
+    def send_join(self, now: float, tree: TopicTree) -> None:
+        """Route a JOIN in this node's name (first join, retry, or repair)."""
+        s = self.s
+        digest = s.digest_of(tree)
+        tree.joining_since = now
+        tree.sent_digest = digest  # whoever adopts this node stores this digest
+        # May come straight back through ``on_join_at_root`` when this node is the root.
+        s.host.route(now, tree.mid, Join(tree.topic, s.me, digest.to_wire()))
+
+    def rejoin(self, now: float, tree: TopicTree) -> None:
+        """The parent is gone (silent, unreachable or disowning): join again via the DHT."""
+        s = self.s
+        lost = tree.parent
+        s.trace("repair", topic=tree.topic, msg_id=None,
+                **{"from": None if lost is None else s.hex(lost.id)}, kind="rejoin")
+        tree.detach(now)
+        if not self.prune(now, tree):
+            self.send_join(now, tree)
+
+    def push_digest(self, tree: TopicTree) -> None:
+        """Send the parent this subtree's digest if it differs from what the parent has."""
+        s = self.s
+        if tree.parent is None:
+            return  # the root has nobody to tell; a joining node compares on its ack
+        digest = s.digest_of(tree)
+        if digest != tree.sent_digest:
+            tree.sent_digest = digest
+            s.send(tree.parent, DigestUpdate(tree.topic, s.me, digest.to_wire()))
+
+    def prune(self, now: float, tree: TopicTree) -> bool:
+        """Leave the tree when nothing below this node needs it; True when it left."""
+        s = self.s
+        if tree.children or s.subs.topic(tree.topic) is not None:
+            return False
+        if tree.parent is not None:
+            s.send(tree.parent, Leave(tree.topic, s.me))
+        s.forget_tree(tree)
+        return True
+
+    def lose_child(self, now: float, tree: TopicTree, child_id: int) -> None:
+        """A child left, stopped answering or could not be reached."""
+        if self.s.drop_child_edge(tree, child_id) is not None and not self.prune(now, tree):
+            self.push_digest(tree)
+
+    # -- the root role -----------------------------------------------------------------------
+
+    def become_root(self, now: float, tree: TopicTree) -> None:
+        s = self.s
+        if tree.is_root:
+            return
+        if tree.parent is not None:
+            s.send(tree.parent, Leave(tree.topic, s.me))
+        tree.set_root(s.me.id)
+        s.numbering.add(tree.topic)
+        s.note_tree(tree)
+        self.announce_path(now, tree)
+
+    def claim_root(self, now: float, topic: str) -> None:
+        """This node is responsible for ``topic``'s key: it numbers the topic's events and,
+        when it is in the tree, is its root."""
+        self.s.numbering.add(topic)
+        tree = self.s.trees.get(topic)
+        if tree is not None:
+            self.become_root(now, tree)
+
+    def hand_over(self, now: float, topic: str) -> None:
+        """The ring moved ``topic``'s key away: give the sequence counter to the new owner,
+        which adopts this node (with its subtree) as a child."""
+        s = self.s
+        s.numbering.discard(topic)
+        tree = s.trees.get(topic)
+        digest: DigestWire | None = None
+        if tree is not None:
+            tree.detach(now)
+            current = s.digest_of(tree)
+            tree.sent_digest = current
+            digest = current.to_wire()
+        s.host.route(now, s.mid(topic),
+                     RootHandover(topic, s.seq.get(topic, 0), s.me, digest))
+
+    def on_handover(self, now: float, msg: RootHandover) -> None:
+        s = self.s
+        s.note_seq(msg.topic, msg.seq)
+        adopt = msg.digest is not None and msg.old_root.id != s.me.id
+        tree = s.tree_for(now, msg.topic) if adopt else None
+        self.claim_root(now, msg.topic)
+        if tree is not None and msg.digest is not None:
+            self.accept(now, tree, Join(msg.topic, msg.old_root, msg.digest))
+
+    def announce_path(self, now: float, tree: TopicTree) -> None:
+        """This node's path from the root changed: tell the children at once."""
+        for edge in list(tree.children.values()):
+            self.s.heartbeat(now, tree, edge)
+
+    # -- JOINs of other nodes ------------------------------------------------------------------
+
+    def on_join_passing(self, now: float, join: Join) -> Message | None:
+        """``forward`` up-call for a JOIN: adopt and stop it, or become a forwarder."""
+        s = self.s
+        tree = s.trees.get(join.topic)
+        if join.joiner.id == s.me.id:
+            return join
+        if tree is None:
+            tree = s.tree_for(now, join.topic)
+            self._adopt(now, tree, join.joiner, join.digest)
+            digest = s.digest_of(tree)
+            tree.joining_since = now
+            tree.sent_digest = digest
+            return Join(join.topic, s.me, digest.to_wire())
+        if tree.is_ancestor(join.joiner.id):
+            return join  # the joiner is above this node: adopting it would close a loop
+        self.accept(now, tree, join)
+        return None
+
+    def on_join_at_root(self, now: float, join: Join) -> None:
+        """``deliver`` up-call for a JOIN: this node is responsible for the topic's key."""
+        s = self.s
+        tree = s.tree_for(now, join.topic)
+        self.claim_root(now, join.topic)
+        if join.joiner.id != s.me.id:
+            self.accept(now, tree, join)
+
+    def on_join_pushed(self, now: float, join: Join) -> None:
+        """A full parent pushed a JOIN down to this node."""
+        s = self.s
+        tree = s.trees.get(join.topic)
+        if tree is None or tree.is_ancestor(join.joiner.id) or join.joiner.id == s.me.id:
+            # Not a place for it (any more): send it toward the root again.
+            s.host.route(now, s.mid(join.topic), replace(join, redirects=join.redirects + 1))
+            return
+        self.accept(now, tree, join)
+
+    def accept(self, now: float, tree: TopicTree, join: Join) -> None:
+        """Adopt the joiner, or push it down to a child when this node is full."""
+        s = self.s
+        limit = s.config.max_children
+        if limit is not None and join.joiner.id not in tree.children and \
+                len(tree.children) >= limit and join.redirects < s.config.max_redirects:
+            below = [edge for edge in tree.children.values() if edge.ref.id != join.joiner.id]
+            target = below[s.host.rng.randrange(len(below))]
+            s.send(target.ref, replace(join, redirects=join.redirects + 1))
+            return
+        self._adopt(now, tree, join.joiner, join.digest)
+        self.push_digest(tree)
+
+    def _adopt(self, now: float, tree: TopicTree, child: NodeRef, wire: DigestWire) -> None:
+        s = self.s
+        s.add_child(now, tree, child, Digest.from_wire(wire, s.config.summary_max_filters))
+        s.send(child, JoinAck(tree.topic, s.me, tree.path))
+
+    # -- answers from parents and children -------------------------------------------------------
+
+    def on_join_ack(self, now: float, ack: JoinAck) -> None:
+        s = self.s
+        tree = s.trees.get(ack.topic)
+        parent = ack.parent
+        if tree is None or tree.is_root or s.me.id in ack.path or parent.id == s.me.id or (
+                tree.parent is not None and tree.parent.id != parent.id):
+            # Not wanted: the node left, is the root, already has another parent (a
+            # retried JOIN was adopted twice), or the adoption would close a loop. A
+            # joining node retries on its timer.
+            s.send(parent, Leave(ack.topic, s.me))
+            return
+        if parent.id in tree.children:
+            s.drop_child_edge(tree, parent.id)  # a child became the parent (root moved)
+        old_path = tree.path
+        tree.set_parent(parent, ack.path, s.me.id, now)
+        s.note_tree(tree)
+        if tree.path != old_path:
+            self.announce_path(now, tree)
+        self.push_digest(tree)
+
+    def on_leave(self, now: float, msg: Leave) -> None:
+        tree = self.s.trees.get(msg.topic)
+        if tree is not None:
+            self.lose_child(now, tree, msg.child.id)
+
+    def on_disown(self, now: float, msg: Disown) -> None:
+        tree = self.s.trees.get(msg.topic)
+        if tree is not None and tree.parent is not None and tree.parent.id == msg.parent.id:
+            self.rejoin(now, tree)
+
+    def on_digest(self, now: float, msg: DigestUpdate) -> None:
+        s = self.s
+        tree = s.trees.get(msg.topic)
+        edge = None if tree is None else tree.children.get(msg.child.id)
+        if tree is None or edge is None:
+            s.send(msg.child, Disown(msg.topic, s.me))
+            return
+        edge.digest = Digest.from_wire(msg.digest, s.config.summary_max_filters)
+        edge.unanswered = 0
+        self.push_digest(tree)

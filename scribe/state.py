@@ -1,0 +1,118 @@
+"""What every part of a Scribe node shares: the host, the configuration, the topic trees,
+the local subscriptions, the root's sequence counters, timers, and the few effects that
+keep the trace consistent (``tree``/``child`` records)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chord.kbr import KbrHost, NodeRef
+from overlay.core.ids import format_id, hash_id
+from overlay.core.messages import Message
+from overlay.core.timers import Timers
+from scribe.config import ScribeConfig
+from scribe.messages import Heartbeat
+from scribe.subscriptions import Subscriptions
+from scribe.summaries import Digest, aggregate
+from scribe.tree import ChildEdge, Role, TopicTree
+
+#: Name of the maintenance timer (heartbeats, time-outs, forgetting old events).
+TICK = "tick"
+
+
+class ScribeState:
+    def __init__(self, host: KbrHost, config: ScribeConfig) -> None:
+        self.host = host
+        self.config = config
+        self.me: NodeRef = host.local
+        self.bits = host.bits
+        self.me_hex = format_id(self.me.id, self.bits)
+        self.trees: dict[str, TopicTree] = {}
+        self.subs = Subscriptions()
+        #: Per topic, the highest sequence number this node assigned (as root) or saw on
+        #: an event: a node that takes over the root role continues from it.
+        self.seq: dict[str, int] = {}
+        #: Topics this node numbers events for as their root, with or without a tree.
+        self.numbering: set[str] = set()
+        self.timers = Timers()
+
+    # -- identities ----------------------------------------------------------------------
+
+    def hex(self, node_id: int) -> str:
+        return format_id(node_id, self.bits)
+
+    def mid(self, topic: str) -> int:
+        return hash_id(topic, self.bits)
+
+    # -- effects -------------------------------------------------------------------------
+
+    def send(self, dest: NodeRef, msg: Message) -> None:
+        self.host.send_direct(dest.addr, msg)
+
+    def trace(self, ev: str, **fields: Any) -> None:
+        self.host.trace(ev, **fields)
+
+    def wake(self, now: float) -> None:
+        """Make sure the maintenance tick runs while there is anything to maintain."""
+        if TICK not in self.timers:
+            self.timers.set(TICK, now + self.config.heartbeat_interval)
+
+    # -- tree bookkeeping ------------------------------------------------------------------
+
+    def tree_for(self, now: float, topic: str) -> TopicTree:
+        tree = self.trees.get(topic)
+        if tree is None:
+            tree = self.trees[topic] = TopicTree(topic, self.mid(topic), parent_heard=now)
+            self.wake(now)
+        return tree
+
+    def role(self, tree: TopicTree) -> Role:
+        return tree.role(self.subs.topic(tree.topic) is not None)
+
+    def note_tree(self, tree: TopicTree) -> None:
+        """Write a ``tree`` record when the parent or role changed since the last one;
+        nothing while the node waits for its first parent."""
+        if not tree.attached:
+            return
+        state = (None if tree.parent is None else self.hex(tree.parent.id), self.role(tree))
+        if state != tree.traced:
+            tree.traced = state
+            self.trace("tree", topic=tree.topic, parent=state[0], role=str(state[1]))
+
+    def add_child(self, now: float, tree: TopicTree, child: NodeRef, digest: Digest) -> None:
+        edge = tree.children.get(child.id)
+        if edge is None:
+            tree.children[child.id] = ChildEdge(child, digest, last_sent=now)
+            self.trace("child", topic=tree.topic, child=self.hex(child.id), op="add")
+        else:
+            edge.ref, edge.digest, edge.unanswered = child, digest, 0
+
+    def drop_child_edge(self, tree: TopicTree, child_id: int) -> ChildEdge | None:
+        edge = tree.children.pop(child_id, None)
+        if edge is not None:
+            self.trace("child", topic=tree.topic, child=self.hex(child_id), op="remove")
+        return edge
+
+    def heartbeat(self, now: float, tree: TopicTree, edge: ChildEdge) -> None:
+        """Tell a child this node is alive, and its current path from the root."""
+        edge.last_sent = now
+        edge.unanswered += 1
+        self.send(edge.ref, Heartbeat(tree.topic, self.me, tree.path))
+
+    def forget_tree(self, tree: TopicTree) -> None:
+        del self.trees[tree.topic]
+        for child_id in list(tree.children):
+            self.drop_child_edge(tree, child_id)
+        if tree.traced is not None:
+            self.trace("tree_leave", topic=tree.topic)
+
+    def digest_of(self, tree: TopicTree) -> Digest:
+        """This node's digest for a topic: own subscriptions and all children."""
+        topic_subs = self.subs.topic(tree.topic)
+        local = Digest.empty() if topic_subs is None else topic_subs.digest(
+            self.config.summaries, self.config.summary_max_filters)
+        return aggregate(local, tree.child_digests())
+
+    def note_seq(self, topic: str, seq: int) -> None:
+        if seq > self.seq.get(topic, 0):
+            self.seq[topic] = seq

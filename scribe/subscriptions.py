@@ -1,0 +1,141 @@
+"""A node's local subscriptions: by handle, and per topic for matching events.
+
+Plain subscriptions of a topic sit in a ``matching.Index``, so a node with many of them
+finds the matching ones without evaluating each filter. Members of an anycast group are
+kept per group; when an event is for the group here, they take turns (round robin
+among those whose filter matches), which spreads the group's events over its local
+members.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+from matching import Filter, Index
+from scribe.config import DuplicateSubscriptionError, UnknownSubscriptionError
+from scribe.messages import AttrValue
+from scribe.summaries import Digest, local_digest
+
+
+@dataclass
+class Subscription:
+    sub_id: int
+    topic: str
+    filter_text: str
+    filter: Filter
+    group: str | None
+    #: Time (on the driver's clock) when it ends unless renewed; None: never.
+    expires_at: float | None
+
+
+def expiry_time(now: float, expiry: float | None) -> float | None:
+    """When a subscription given ``expiry`` seconds of life at ``now`` ends."""
+    if expiry is None:
+        return None
+    if isinstance(expiry, bool) or not isinstance(expiry, int | float) or \
+            not math.isfinite(expiry) or expiry <= 0:
+        raise ValueError(f"expiry must be a positive number of seconds, got {expiry!r}")
+    return now + float(expiry)
+
+
+class TopicSubscriptions:
+    """One topic's local subscriptions."""
+
+    def __init__(self) -> None:
+        self.plain: dict[int, Subscription] = {}
+        self._plain_index = Index()
+        self.groups: dict[str, dict[int, Subscription]] = {}
+        self._turn: dict[str, int] = {}
+        self._digest: Digest | None = None
+
+    def __len__(self) -> int:
+        return len(self.plain) + sum(len(members) for members in self.groups.values())
+
+    def add(self, sub: Subscription) -> None:
+        if sub.group is None:
+            self.plain[sub.sub_id] = sub
+            self._plain_index.add(sub.sub_id, sub.filter)
+        else:
+            self.groups.setdefault(sub.group, {})[sub.sub_id] = sub
+        self._digest = None
+
+    def remove(self, sub: Subscription) -> None:
+        if sub.group is None:
+            del self.plain[sub.sub_id]
+            self._plain_index.remove(sub.sub_id)
+        else:
+            members = self.groups[sub.group]
+            del members[sub.sub_id]
+            if not members:
+                del self.groups[sub.group]
+                self._turn.pop(sub.group, None)
+        self._digest = None
+
+    def matching_plain(self, attrs: Mapping[str, AttrValue]) -> list[Subscription]:
+        """Plain subscriptions whose filter matches, in handle order (deterministic)."""
+        if not self.plain:
+            return []
+        return [self.plain[sub_id] for sub_id in sorted(self._plain_index.match(attrs))]
+
+    def take_group_member(self, group: str,
+                          attrs: Mapping[str, AttrValue]) -> Subscription | None:
+        """The local member of ``group`` whose turn it is among those that match."""
+        members = self.groups.get(group)
+        if not members:
+            return None
+        matching = [sub for _, sub in sorted(members.items()) if sub.filter.matches(attrs)]
+        if not matching:
+            return None
+        turn = self._turn.get(group, 0)
+        self._turn[group] = turn + 1
+        return matching[turn % len(matching)]
+
+    def digest(self, summaries: bool, max_filters: int) -> Digest:
+        """This node's own contribution to the topic's digest (cached until a change)."""
+        if self._digest is None:
+            self._digest = local_digest(
+                (sub.filter for sub in self.plain.values()),
+                {name: [sub.filter for sub in members.values()]
+                 for name, members in self.groups.items()},
+                summaries, max_filters)
+        return self._digest
+
+
+class Subscriptions:
+    """Every local subscription of the node, by handle and by topic."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, Subscription] = {}
+        self._by_topic: dict[str, TopicSubscriptions] = {}
+
+    def __contains__(self, sub_id: int) -> bool:
+        return sub_id in self._by_id
+
+    def __iter__(self) -> Iterator[Subscription]:
+        return iter(list(self._by_id.values()))
+
+    def get(self, sub_id: int) -> Subscription:
+        try:
+            return self._by_id[sub_id]
+        except KeyError:
+            raise UnknownSubscriptionError(sub_id) from None
+
+    def topic(self, topic: str) -> TopicSubscriptions | None:
+        return self._by_topic.get(topic)
+
+    def add(self, sub: Subscription) -> None:
+        if sub.sub_id in self._by_id:
+            raise DuplicateSubscriptionError(sub.sub_id)
+        self._by_id[sub.sub_id] = sub
+        self._by_topic.setdefault(sub.topic, TopicSubscriptions()).add(sub)
+
+    def remove(self, sub_id: int) -> Subscription:
+        sub = self.get(sub_id)
+        del self._by_id[sub_id]
+        topic_subs = self._by_topic[sub.topic]
+        topic_subs.remove(sub)
+        if not topic_subs:
+            del self._by_topic[sub.topic]
+        return sub
