@@ -1,0 +1,205 @@
+"""Scribe publish/subscribe on a ring, in the simulator, measured from its traces.
+
+Timeline: the ring forms (until ``ring.ready_at``); K subscriptions per topic start on
+random nodes during ``subscribe_window`` seconds, with filters drawn from the flood
+scenario's :data:`~overlay.sim.scenarios.flood.FILTER_MIX` (which includes empty
+filters) and, for a share ``groups`` of them, an anycast group ``g0``..``g{n-1}``; after
+``settle`` seconds P events are published from random live nodes at random times
+until ``drain`` seconds before the end, with random attributes. Optionally a share of
+the nodes (among them the roots of some topics) crashes at ``crash_at``.
+
+Every figure of the summary comes from the trace files, read by
+:mod:`overlay.sim.scenarios.trace_check`, not from counters of the protocol code.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from overlay.core.ids import hash_id
+from overlay.sim.engine import Simulator
+from overlay.sim.network import NetworkConfig
+from overlay.sim.scenarios.flood import FILTER_MIX, random_event
+from overlay.sim.scenarios.trace_check import TraceCheck
+from scribe import ScribeApp, ScribeConfig
+
+
+class RingNode(Protocol):
+    """A simulated node hosting a Scribe app (the KBR host as the simulator's core)."""
+
+    address: str
+    app: ScribeApp
+
+    def is_responsible(self, key: int) -> bool: ...
+
+
+class Ring(Protocol):
+    """How the scenario gets a formed ring of nodes carrying Scribe apps."""
+
+    #: Identifier bits of the ring.
+    bits: int
+    #: Simulated time by which the ring is formed and stable.
+    ready_at: float
+
+    def build(self, sim: Simulator, count: int,
+              app_factory: Callable[[Any], ScribeApp]) -> list[RingNode]: ...
+
+    def crash(self, sim: Simulator, node: RingNode) -> None:
+        """Crash ``node`` (the ring's failure detection then takes its course)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ScribeScenario:
+    nodes: int = 200
+    topics: int = 4
+    subscribers: int = 50
+    publishes: int = 200
+    #: Share of subscriptions that belong to an anycast group.
+    groups: float = 0.0
+    #: Groups per topic that grouped subscriptions are spread over.
+    group_names: int = 3
+    max_children: int | None = None
+    summaries: bool = True
+    #: Share of nodes crashed at ``crash_at`` (0: none), the roots of ``crash_roots``
+    #: topics among them.
+    crash: float = 0.0
+    crash_roots: int = 1
+    crash_at: float | None = None
+    subscribe_window: float = 5.0
+    settle: float = 5.0
+    publish_window: float = 40.0
+    drain: float = 10.0
+    heartbeat_interval: float = 1.0
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1 or self.topics < 1 or self.subscribers < 0 or self.publishes < 0:
+            raise ValueError("nodes and topics must be >= 1, subscribers and publishes >= 0")
+        if not 0.0 <= self.groups <= 1.0 or not 0.0 <= self.crash < 1.0:
+            raise ValueError("groups must be within [0, 1] and crash within [0, 1)")
+
+
+def run_scribe(scenario: ScribeScenario, ring: Ring, trace_dir: Path | None = None,
+               run_id: str | None = None) -> dict[str, Any]:
+    """Run the scenario on ``ring``; returns the summary (figures from the traces)."""
+    if trace_dir is None:
+        with tempfile.TemporaryDirectory(prefix="scribe-sim-") as tmp:
+            return run_scribe(scenario, ring, Path(tmp), run_id)
+    started = time.perf_counter()
+    sim = Simulator(scenario.seed, NetworkConfig(), trace_dir=trace_dir, run_id=run_id)
+    config = ScribeConfig(summaries=scenario.summaries, max_children=scenario.max_children,
+                          heartbeat_interval=scenario.heartbeat_interval,
+                          parent_timeout=3.5 * scenario.heartbeat_interval)
+    nodes = ring.build(sim, scenario.nodes, lambda host: ScribeApp(host, config))
+    timeline = _Timeline.of(scenario, ring.ready_at)
+    crashed = _schedule(sim, scenario, ring, nodes, timeline)
+    sim.run(until=timeline.end)
+    for node in nodes:
+        if sim.alive(node.address):
+            sim.invoke(node.address, lambda core, now: core.trace("node_down", reason="stop"))
+    sim.close()
+    summary = summarize(trace_dir, scenario, timeline, crashed)
+    summary.update(messages=sim.stats.messages_sent, sim_events=sim.stats.events,
+                   wall_s=round(time.perf_counter() - started, 3))
+    return summary
+
+
+@dataclass(frozen=True)
+class _Timeline:
+    subscribe_at: float
+    publish_from: float
+    publish_until: float
+    crash_at: float
+    end: float
+
+    @staticmethod
+    def of(scenario: ScribeScenario, ready_at: float) -> _Timeline:
+        publish_from = ready_at + scenario.subscribe_window + scenario.settle
+        publish_until = publish_from + scenario.publish_window
+        crash_at = scenario.crash_at if scenario.crash_at is not None else \
+            publish_from + scenario.publish_window / 4
+        return _Timeline(ready_at, publish_from, publish_until, crash_at,
+                         publish_until + scenario.drain)
+
+
+def _schedule(sim: Simulator, scenario: ScribeScenario, ring: Ring, nodes: list[RingNode],
+              timeline: _Timeline) -> list[RingNode]:
+    rng = sim.rng
+    sub_id = 0
+    for t in range(scenario.topics):
+        topic = f"topic-{t}"
+        for _ in range(scenario.subscribers):
+            sub_id += 1
+            node = rng.choice(nodes)
+            text = rng.choice(FILTER_MIX)
+            group = f"g{rng.randrange(scenario.group_names)}" \
+                if rng.random() < scenario.groups else None
+            sim.at(timeline.subscribe_at + rng.uniform(0, scenario.subscribe_window),
+                   lambda n=node, s=sub_id, f=text, g=group, tp=topic: sim.invoke(
+                       n.address, lambda core, now: core.app.subscribe(now, tp, f, s, group=g)))
+    crashed = _crash_set(scenario, ring, nodes, rng)
+    if crashed:
+        sim.at(timeline.crash_at, lambda: [ring.crash(sim, node) for node in crashed])
+    for _ in range(scenario.publishes):
+        at = rng.uniform(timeline.publish_from, timeline.publish_until)
+        topic = f"topic-{rng.randrange(scenario.topics)}"
+        attrs = random_event(rng)
+        publishers = nodes if at < timeline.crash_at else \
+            [n for n in nodes if n not in crashed]
+        node = rng.choice(publishers)
+        sim.at(at, lambda n=node, tp=topic, a=attrs: sim.invoke(
+            n.address, lambda core, now: core.app.publish(now, tp, a, b"payload")))
+    return crashed
+
+
+def _crash_set(scenario: ScribeScenario, ring: Ring, nodes: list[RingNode],
+               rng: Any) -> list[RingNode]:
+    count = round(scenario.crash * len(nodes))
+    if count == 0:
+        return []
+    chosen: list[RingNode] = []
+    for t in range(min(scenario.crash_roots, scenario.topics, count)):
+        key = hash_id(f"topic-{t}", ring.bits)
+        root = next(n for n in nodes if n.is_responsible(key))
+        if root not in chosen:
+            chosen.append(root)
+    others = [n for n in nodes if n not in chosen]
+    chosen += rng.sample(others, count - len(chosen))
+    return chosen
+
+
+def summarize(trace_dir: Path, scenario: ScribeScenario, timeline: _Timeline,
+              crashed: list[RingNode]) -> dict[str, Any]:
+    check = TraceCheck(trace_dir)
+    delivery = check.delivery()
+    summary: dict[str, Any] = {
+        "nodes": scenario.nodes, "topics": scenario.topics,
+        "subscriptions": scenario.topics * scenario.subscribers,
+        "publishes": scenario.publishes, "summaries": scenario.summaries,
+        "max_children": scenario.max_children, "groups": scenario.groups,
+        **{k: delivery[k] for k in ("delivery_ratio", "false_deliveries", "duplicates",
+                                    "group_extra", "expected", "group_services")},
+        **check.trees(at=timeline.publish_until),
+        "half_log2_n": round(0.5 * math.log2(scenario.nodes), 3),
+        **check.cost(),
+        "stress": check.stress(at=timeline.publish_until),
+    }
+    if crashed:
+        live = TraceCheck(trace_dir, live_only=True)
+        last = live.last_time(("tree", "repair", "child"), after=timeline.crash_at)
+        repaired_at = timeline.crash_at if last is None else last
+        after = live.delivery(after=repaired_at)
+        summary.update(crashed=len(crashed), crash_at=timeline.crash_at,
+                       repair_time=round(repaired_at - timeline.crash_at, 3),
+                       events_after_repair=after["events"],
+                       delivery_ratio_after_repair=after["delivery_ratio"],
+                       false_after_repair=after["false_deliveries"],
+                       duplicates_after_repair=after["duplicates"])
+    return summary

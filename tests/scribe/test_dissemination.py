@@ -1,0 +1,133 @@
+"""Publishing, numbering at the root, filtered forwarding and delivery: exact effects."""
+
+from __future__ import annotations
+
+import pytest
+
+from scribe import DeliveredEvent, ScribeConfig
+from scribe.messages import Event, Leave, Publish, PublishAck
+from tests.scribe.helpers import MID, TOPIC, attach, body, join, make, ref
+
+
+def root_with_children(config: ScribeConfig | None = None):  # type: ignore[no-untyped-def]
+    """Root 200 with a local subscription (x > 5) and children 101 (y = 1), 102 (x < 3)."""
+    app, host = make(200, root=True, config=config)
+    app.subscribe(0.0, TOPIC, "x > 5", 1)
+    app.deliver(0.1, MID, join(101, "y = 1"), 1)
+    app.deliver(0.1, MID, join(102, "x < 3"), 1)
+    host.clear()
+    return app, host
+
+
+def test_the_root_numbers_a_local_publish_and_sends_it_only_where_it_may_match() -> None:
+    app, host = root_with_children()
+    msg_id = app.publish(1.0, TOPIC, {"x": 9, "y": 1}, b"hi", msg_id="ab", ts=0.5)
+    assert msg_id == "ab"
+    assert host.notices == [("published", {"topic": TOPIC, "msg_id": "ab", "seq": 1})]
+    assert host.delivered == [(1, DeliveredEvent(TOPIC, "ab", 1, {"x": 9, "y": 1}, b"hi",
+                                                 "00c8", 0.5, 0))]
+    [(dest, ev)] = host.sent
+    assert dest == "n101" and isinstance(ev, Event)
+    assert (ev.hop, ev.plain, ev.groups, ev.sender, ev.body.seq) == (1, True, (), ref(200), 1)
+    assert host.traces == [
+        ("publish", {"topic": TOPIC, "msg_id": "ab", "attrs": {"x": 9, "y": 1}, "size": 2}),
+        ("deliver", {"topic": TOPIC, "msg_id": "ab", "sub": 1, "hop": 0, "seq": 1,
+                     "dup": False}),
+        ("forward", {"topic": TOPIC, "msg_id": "ab", "to": "0065", "hop": 1})]
+    app.publish(2.0, TOPIC, {"x": 1}, msg_id="cd")
+    assert [ev.body.seq for _, ev in host.sent_of(Event)][-1] == 2
+    assert [dest for dest, _ in host.sent_of(Event)] == ["n101", "n102"]
+
+
+def test_without_summaries_events_go_down_every_edge_but_filters_still_hold() -> None:
+    app, host = root_with_children(ScribeConfig(summaries=False))
+    app.publish(1.0, TOPIC, {"x": 4}, msg_id="ab")
+    assert [dest for dest, _ in host.sent_of(Event)] == ["n101", "n102"]
+    assert host.delivered == []
+
+
+def test_a_generated_msg_id_is_hex_from_the_hosts_rng() -> None:
+    app, _ = make(100)
+    first = app.publish(0.0, TOPIC, {})
+    second = app.publish(0.0, TOPIC, {})
+    assert len(first) == 32 and int(first, 16) >= 0 and first != second
+
+
+def test_bad_publishes_are_refused() -> None:
+    app, _ = make(100)
+    with pytest.raises(ValueError):
+        app.publish(0.0, TOPIC, {"x": [1]})  # type: ignore[dict-item]
+    with pytest.raises(ValueError):
+        app.publish(0.0, TOPIC, {}, msg_id="not hex")
+
+
+def test_the_publisher_caches_the_root_and_falls_back_to_routing_when_it_is_gone() -> None:
+    app, host = make(100)
+    app.publish(0.0, TOPIC, {}, msg_id="01")
+    [(key, routed)] = host.routed
+    assert key == MID and isinstance(routed, Publish) and routed.origin == ref(100)
+    app.on_direct(0.2, "n200", PublishAck(TOPIC, "01", 1, ref(200)))
+    assert host.notices == [("published", {"topic": TOPIC, "msg_id": "01", "seq": 1})]
+    host.clear()
+    app.publish(1.0, TOPIC, {}, msg_id="02")
+    [(dest, direct)] = host.sent
+    assert dest == "n200" and host.routed == []
+    app.on_unreachable(2.0, "n200", direct)
+    assert host.routed == [(MID, direct)]
+    host.clear()
+    app.publish(3.0, TOPIC, {}, msg_id="03")
+    assert len(host.routed) == 1 and host.sent == []
+
+
+def test_the_root_acknowledges_a_routed_publish_to_its_origin() -> None:
+    app, host = root_with_children()
+    app.deliver(1.0, MID, Publish(body("0f", seq=None, x=1), ref(100)), 3)
+    assert host.sent_of(PublishAck) == [("n100", PublishAck(TOPIC, "0f", 1, ref(200)))]
+
+
+def test_a_cached_root_that_lost_the_key_routes_the_event_on() -> None:
+    app, host = make(200)
+    msg = Publish(body("0f", seq=None), ref(100))
+    app.on_direct(1.0, "n100", msg)
+    assert host.routed == [(MID, msg)]
+
+
+def member_below(node_id: int = 101):  # type: ignore[no-untyped-def]
+    """Node 101 at depth 2 (root 300, parent 200), subscribed to x > 5, with child 50
+    wanting y = 1."""
+    app, host = make(node_id)
+    app.subscribe(0.0, TOPIC, "x > 5", 7)
+    attach(app, host, parent=200, path=(300, 200))
+    app.forward(0.1, MID, join(50, "y = 1"), ref(200))
+    host.clear()
+    return app, host
+
+
+def test_a_member_delivers_at_its_depth_and_forwards_one_hop_further() -> None:
+    app, host = member_below()
+    app.on_direct(1.0, "n200", Event(body("aa", x=9, y=1), 2, ref(200), True, ()))
+    assert host.traces[0] == ("recv", {"topic": TOPIC, "msg_id": "aa", "from": "00c8",
+                                       "hop": 2, "dup": False})
+    assert host.delivered[0][1].hop == 2
+    [(dest, ev)] = host.sent
+    assert dest == "n50" and ev.hop == 3
+    host.clear()
+    # A second copy (e.g. after a tree change) is counted as such and goes no further.
+    app.on_direct(1.5, "n200", Event(body("aa", x=9, y=1), 2, ref(200), True, ()))
+    assert host.traces == [("recv", {"topic": TOPIC, "msg_id": "aa", "from": "00c8",
+                                     "hop": 2, "dup": True})]
+    assert host.delivered == [] and host.sent == []
+
+
+def test_an_event_from_a_node_that_is_not_the_parent_prunes_that_stale_edge() -> None:
+    app, host = member_below()
+    app.on_direct(1.0, "n999", Event(body("aa", x=9), 2, ref(999), True, ()))
+    assert ("n999", Leave(TOPIC, ref(101))) in host.sent
+    assert len(host.delivered) == 1  # the event itself is still good
+
+
+def test_an_event_for_a_tree_this_node_left_is_dropped() -> None:
+    app, host = make(101)
+    app.on_direct(1.0, "n200", Event(body("aa"), 2, ref(200), True, ()))
+    assert host.sent == [("n200", Leave(TOPIC, ref(101)))]
+    assert host.traces[-1] == ("drop", {"topic": TOPIC, "msg_id": "aa", "reason": "no_route"})

@@ -1,0 +1,72 @@
+"""Scribe messages survive the wire, and malformed ones from peers are rejected."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from overlay.core.errors import MessageError
+from overlay.core.framing import decode_map, encode_map
+from overlay.core.messages import Message, decode_message, encode_message
+from scribe.messages import (
+    AnycastBack,
+    DigestUpdate,
+    Disown,
+    Event,
+    Heartbeat,
+    HeartbeatAck,
+    JoinAck,
+    Leave,
+    Publish,
+    PublishAck,
+    RootHandover,
+)
+from tests.scribe.helpers import TOPIC, body, digest, join, ref
+
+EXAMPLES: list[Message] = [
+    join(5, "x > 1", "sym IN ('A', 'B')", groups={"g": (["y = 2"], 3)}, redirects=2),
+    JoinAck(TOPIC, ref(7), (1, 2, 7)),
+    Leave(TOPIC, ref(5)),
+    Disown(TOPIC, ref(7)),
+    DigestUpdate(TOPIC, ref(5), digest("")),
+    Heartbeat(TOPIC, ref(7), ()),
+    HeartbeatAck(TOPIC, ref(5)),
+    RootHandover(TOPIC, 12, ref(7), None),
+    RootHandover(TOPIC, 0, ref(7), digest("a = 1")),
+    Publish(body("00ff", seq=None, x=1.5, ok=True, s="v"), ref(3)),
+    PublishAck(TOPIC, "00ff", 4, ref(9)),
+    Event(body("00ff", seq=4, x=1), 2, ref(7), True, ("g", "h")),
+    AnycastBack(TOPIC, "00ff", ("g",), ref(5)),
+]
+
+
+@pytest.mark.parametrize("msg", EXAMPLES, ids=lambda m: m.type_name)
+def test_round_trip(msg: Message) -> None:
+    assert decode_message(decode_map(encode_map(encode_message(msg)))) == msg
+
+
+def wire_of(msg: Message, **changes: Any) -> dict[str, Any]:
+    wire = encode_message(msg)
+    wire.update(changes)
+    return wire
+
+
+@pytest.mark.parametrize("wire", [
+    wire_of(Leave(TOPIC, ref(5)), topic=""),
+    wire_of(JoinAck(TOPIC, ref(7), ()), path=list(range(2000))),
+    wire_of(Event(body(seq=1), 1, ref(7), True, ()), hop=0),
+    wire_of(Event(body(seq=1), 1, ref(7), True, ()),
+            body={**body(seq=1).to_wire(), "msg_id": "XYZ"}),
+    wire_of(Event(body(seq=1), 1, ref(7), True, ()),
+            body={**body(seq=1).to_wire(), "attrs": {"x": [1]}}),
+    wire_of(Publish(body(seq=None), ref(1)), body=body(seq=3).to_wire()),
+    wire_of(DigestUpdate(TOPIC, ref(5), digest("")), digest={"plain": {"f": ["x >"]},
+                                                                "groups": {}}),
+    wire_of(DigestUpdate(TOPIC, ref(5), digest("")), digest={"plain": {}, "groups": {
+        "g": {"summary": {}, "distance": -1}}}),
+    wire_of(Leave(TOPIC, ref(5)), extra=1),
+], ids=range(9))
+def test_malformed_messages_are_rejected(wire: dict[str, Any]) -> None:
+    with pytest.raises(MessageError):
+        decode_message(wire)
