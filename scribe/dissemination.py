@@ -1,8 +1,8 @@
 """Events down a topic tree: local deliveries, filtered forwarding, anycast steering.
 
 A node that handles an event delivers it to its plain subscriptions whose filter
-matches, sends it to each child whose digest may match it (with summaries off every
-digest says yes), and serves the anycast groups it was asked to (see ``anycast``). Each
+matches, sends it to each child whose digest may match it (with summaries off, to every
+child), and serves the anycast groups it was asked to (see ``anycast``). Each
 child gets at most one copy per step, carrying both duties. A node remembers the events
 it handled for ``event_memory`` seconds, so a second copy (after a tree change) is
 neither delivered nor forwarded again, and a group handed back finds its search state.
@@ -161,8 +161,9 @@ class Dissemination:
             if topic_subs is not None:
                 for sub in topic_subs.matching_plain(attrs):
                     self._deliver(sub, handled)
+            filtered = s.config.summaries
             for edge in tree.children.values():
-                if edge.digest.plain_may_match(attrs):
+                if not filtered or edge.digest.plain_may_match(attrs):
                     plan[edge.ref.id] = (True, [])
         back: list[str] = []
         for group in groups:

@@ -44,8 +44,8 @@ class Membership:
             if s.subs.topic(topic) is not None:
                 self.send_join(now, s.tree_for(now, topic))
             return
-        s.note_tree(tree)  # member <-> forwarder
         if not self.prune(now, tree):
+            s.note_tree(tree)  # member <-> forwarder
             self.push_digest(tree)
 
     def send_join(self, now: float, tree: TopicTree) -> None:

@@ -5,8 +5,8 @@
   stand in for heartbeats. A child answers each heartbeat.
 - A child that hears nothing from its parent for ``parent_timeout``, whose parent
   disowns it, or that cannot reach it, re-joins through the DHT (``repair`` record,
-  kind ``rejoin``) with its whole subtree. A node whose path from the root stays
-  unknown for long is taken to sit on a loop and re-joins too.
+  kind ``rejoin``) with its whole subtree. So does a node whose parent sends a path
+  that holds the node itself, or never tells it a path: its ancestors form a loop.
 - A parent drops a child after ``missed_heartbeats`` unanswered heartbeats or a failed
   send; an anycast group the child was serving goes to the next candidate.
 - When ring changes move a topic's key, the old root hands the sequence counter over
@@ -33,8 +33,8 @@ from scribe.publish import Publishing
 from scribe.state import TICK, ScribeState
 from scribe.tree import TopicTree
 
-#: A node whose path from the root has stayed unknown this many parent time-outs after
-#: its adoption re-joins: its ancestors never reach a root, so they form a loop.
+#: A node whose present parent has not told it a path from the root this many parent
+#: time-outs after adopting it re-joins: its ancestors never reach a root (a loop).
 LOOP_SUSPICION = 3
 
 
@@ -79,7 +79,8 @@ class Repair:
                 self.membership.send_join(now, tree)
             return
         silent = now - tree.parent_heard > cfg.parent_timeout
-        looping = not tree.path and now - tree.attached_at > LOOP_SUSPICION * cfg.parent_timeout
+        looping = not tree.path_current and \
+            now - tree.attached_at > LOOP_SUSPICION * cfg.parent_timeout
         if silent or looping:
             self.membership.rejoin(now, tree)
 
@@ -108,9 +109,7 @@ class Repair:
             self.membership.rejoin(now, tree)  # the parent is below this node: a loop
             return
         s.send(hb.parent, HeartbeatAck(hb.topic, s.me))
-        path = (*hb.path, s.me.id) if hb.path else ()
-        if path != tree.path:
-            tree.path = path
+        if tree.learn_path(hb.path, s.me.id):
             self.membership.announce_path(now, tree)
 
     def on_heartbeat_ack(self, now: float, ack: HeartbeatAck) -> None:

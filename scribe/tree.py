@@ -2,9 +2,12 @@
 
 A node is in a topic's tree from the moment it sends a JOIN (its own subscription) or
 adopts a child while passing another node's JOIN on (it becomes a forwarder), until it
-has neither local subscriptions nor children and leaves. ``path`` lists the ids from
-the root down to this node once the parent told it its own path; a node never adopts
-an ancestor (that would close a loop), which ``path`` lets it check.
+has neither local subscriptions nor children and leaves.
+
+``path`` lists the ids from the root down to this node, as the parent last told it. A
+node never adopts a node on its path (that would close a loop). While a node re-joins,
+its path is kept although stale: its descendants' paths still name it, so none of them
+adopts it. The path is *current* once the present parent has told it.
 """
 
 from __future__ import annotations
@@ -40,8 +43,10 @@ class TopicTree:
     mid: int
     is_root: bool = False
     parent: NodeRef | None = None
-    #: Ids from the root to this node; empty while that is not known.
+    #: Ids from the root to this node (maybe stale, see above); empty: never known.
     path: tuple[int, ...] = ()
+    #: The parent that told this node its path (None: none, or this is the root).
+    path_parent: int | None = None
     children: dict[int, ChildEdge] = field(default_factory=dict)
     #: When the parent was last heard from (any message).
     parent_heard: float = 0.0
@@ -58,6 +63,10 @@ class TopicTree:
     def attached(self) -> bool:
         """Whether this node has a parent (or is the root), i.e. events can reach it."""
         return self.is_root or self.parent is not None
+
+    @property
+    def path_current(self) -> bool:
+        return self.is_root or (self.parent is not None and self.path_parent == self.parent.id)
 
     @property
     def depth(self) -> int | None:
@@ -85,6 +94,7 @@ class TopicTree:
         self.is_root = True
         self.parent = None
         self.path = (own_id,)
+        self.path_parent = None
         self.joining_since = None
         self.sent_digest = None
 
@@ -92,14 +102,24 @@ class TopicTree:
                    now: float) -> None:
         self.is_root = False
         self.parent = parent
-        self.path = (*parent_path, own_id) if parent_path else ()
         self.parent_heard = self.attached_at = now
         self.joining_since = None
+        self.learn_path(parent_path, own_id)
+
+    def learn_path(self, parent_path: tuple[int, ...], own_id: int) -> bool:
+        """The parent told its path (empty: it does not know it); True if ours changed."""
+        if not parent_path or self.parent is None:
+            return False
+        path = (*parent_path, own_id)
+        changed = path != self.path
+        self.path = path
+        self.path_parent = self.parent.id
+        return changed
 
     def detach(self, now: float) -> None:
-        """Forget the parent and wait for a new JOIN to be acknowledged."""
+        """Forget the parent and wait for a new JOIN to be acknowledged (the path stays,
+        stale, so that no descendant adopts this node meanwhile)."""
         self.is_root = False
         self.parent = None
-        self.path = ()
         self.joining_since = now
         self.sent_digest = None

@@ -155,3 +155,28 @@ def test_expiry_ends_a_subscription_with_a_notice_and_renew_postpones_it() -> No
     assert host.notices == [("expired", {"sub": 1})]
     assert ("unsubscribe", {"topic": TOPIC, "sub": 1, "reason": "expired"}) in host.traces
     assert app.status() == {}
+
+
+def test_a_rejoining_node_keeps_telling_its_children_its_last_path() -> None:
+    app, host = make(101, config=ScribeConfig(missed_heartbeats=10))
+    app.subscribe(0.0, TOPIC, "", 1)
+    attach(app, host, parent=200, path=(300, 200))
+    app.forward(0.0, MID, join(50), ref(200))
+    run_ticks(app, 4.0)
+    assert host.trace_kinds()[-1] == "repair"
+    host.clear()
+    run_ticks(app, 5.0)
+    assert host.sent_of(Heartbeat) == [("n50", Heartbeat(TOPIC, ref(101), (300, 200, 101)))]
+
+
+def test_a_parent_that_never_tells_a_path_is_taken_for_a_loop() -> None:
+    app, host = make(101, config=CONFIG)
+    app.subscribe(0.0, TOPIC, "", 1)
+    attach(app, host, parent=200, path=())
+    for t in range(1, 11):
+        app.on_direct(float(t), "n200", Heartbeat(TOPIC, ref(200), ()))
+        run_ticks(app, float(t))
+    assert "repair" not in host.trace_kinds()
+    app.on_direct(11.0, "n200", Heartbeat(TOPIC, ref(200), ()))
+    run_ticks(app, 11.0)
+    assert host.trace_kinds()[-1] == "repair"
