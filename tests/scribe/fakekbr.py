@@ -125,17 +125,20 @@ class OracleRing:
         self.sim.add_node(host, format_id(node_id, self.bits))
         bisect.insort(self.ids, node_id)
         self.hosts[node_id] = host
+        self._tell_neighbours(node_id, host.local, joined=True)
         return host
 
     def remove(self, node_id: int) -> None:
         """The ring learned that ``node_id`` is gone: its neighbours get ``update``."""
         self.ids.remove(node_id)
-        gone = self.hosts[node_id].local
-        for neighbour in {self.succ(node_id), self.pred(node_id)}:
+        self._tell_neighbours(node_id, self.hosts[node_id].local, joined=False)
+
+    def _tell_neighbours(self, node_id: int, node: NodeRef, joined: bool) -> None:
+        for neighbour in {self.succ(node_id + 1), self.pred(node_id)} - {node_id}:
             host = self.hosts[neighbour]
             if self.sim.alive(host.address):
                 self.sim.invoke(host.address,
-                                lambda core, now: core.app.update(now, gone, False))
+                                lambda core, now: core.app.update(now, node, joined))
 
 
 class OracleHost(CoreBase):

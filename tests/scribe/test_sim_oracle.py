@@ -8,7 +8,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from overlay.core.ids import format_id, hash_id
+from overlay.sim.engine import Simulator
 from overlay.sim.scenarios.scribe import ScribeScenario, run_scribe
+from overlay.sim.scenarios.trace_check import TraceCheck
+from scribe import ScribeApp, ScribeConfig
 from tests.scribe.fakekbr import OracleRingBuilder
 
 BASE = ScribeScenario(nodes=200, topics=4, subscribers=50, publishes=200, seed=3)
@@ -72,3 +76,40 @@ def test_same_seed_same_figures(tmp_path: Path) -> None:
     first.pop("wall_s")
     second.pop("wall_s")
     assert first == second
+
+
+def test_root_roles_follow_the_keys_when_nodes_join_the_ring(tmp_path: Path) -> None:
+    sim = Simulator(5, trace_dir=tmp_path)
+    builder = OracleRingBuilder()
+    hosts = builder.build(sim, 30, lambda host: ScribeApp(host, ScribeConfig()))
+    ring = builder.ring
+    assert ring is not None
+    topics = [f"topic-{i}" for i in range(8)]
+    for sub_id, topic in enumerate(topics * 6):
+        host = sim.rng.choice(hosts)
+        sim.at(sim.rng.uniform(0, 1), lambda h=host, t=topic, s=sub_id: sim.invoke(
+            h.address, lambda core, now: core.app.subscribe(now, t, "", s)))
+    sim.run(until=5.0)
+    owners_before = {t: ring.succ(hash_id(t, ring.bits)) for t in topics}
+    for i in range(70):
+        sim.at(5.0 + i / 70, lambda i=i: ring.add(
+            f"10.9.0.{i}:7400", lambda host: ScribeApp(host, ScribeConfig())))
+    for n in range(100):
+        topic = sim.rng.choice(topics)
+        sim.at(10.0 + n / 5, lambda t=topic, n=n: sim.invoke(
+            sim.rng.choice(hosts).address,
+            lambda core, now: core.app.publish(now, t, {"n": n})))
+    sim.run(until=35.0)
+    sim.close()
+    owners = {t: ring.succ(hash_id(t, ring.bits)) for t in topics}
+    assert sum(owners[t] != owners_before[t] for t in topics) >= 2
+    check = TraceCheck(tmp_path)
+    trees = check.trees()
+    assert trees["topics"] == 8 and trees["roots_per_topic_max"] == 1
+    assert trees["topics_without_root"] == trees["detached"] == 0
+    roots = {t: node for t, members in check.tree_members().items()
+             for node, parent in members.items() if parent is None}
+    assert roots == {t: format_id(owners[t], ring.bits) for t in topics}
+    delivery = check.delivery(after=10.0)
+    assert delivery["expected"] > 400 and delivery["delivery_ratio"] == 1.0
+    assert delivery["duplicates"] == delivery["false_deliveries"] == 0
