@@ -44,7 +44,7 @@ class Membership:
             if s.subs.topic(topic) is not None:
                 self.send_join(now, s.tree_for(now, topic))
             return
-        if not self.prune(now, tree):
+        if not self.prune(tree):
             s.note_tree(tree)  # member <-> forwarder
             self.push_digest(tree)
 
@@ -61,10 +61,11 @@ class Membership:
         """The parent is gone (silent, unreachable or disowning): join again via the DHT."""
         s = self.s
         lost = tree.parent
-        s.trace("repair", topic=tree.topic, msg_id=None,
-                **{"from": None if lost is None else s.hex(lost.id)}, kind="rejoin")
+        assert lost is not None, "only a node with a parent can lose it"
+        s.trace("repair", topic=tree.topic, msg_id=None, **{"from": s.hex(lost.id)},
+                kind="rejoin")
         tree.detach(now)
-        if not self.prune(now, tree):
+        if not self.prune(tree):
             self.send_join(now, tree)
 
     def push_digest(self, tree: TopicTree) -> None:
@@ -77,7 +78,7 @@ class Membership:
             tree.sent_digest = digest
             s.send(tree.parent, DigestUpdate(tree.topic, s.me, digest.to_wire()))
 
-    def prune(self, now: float, tree: TopicTree) -> bool:
+    def prune(self, tree: TopicTree) -> bool:
         """Leave the tree when nothing below this node needs it; True when it left."""
         s = self.s
         if tree.children or s.subs.topic(tree.topic) is not None:
@@ -87,9 +88,9 @@ class Membership:
         s.forget_tree(tree)
         return True
 
-    def lose_child(self, now: float, tree: TopicTree, child_id: int) -> None:
+    def lose_child(self, tree: TopicTree, child_id: int) -> None:
         """A child left, stopped answering or could not be reached."""
-        if self.s.drop_child_edge(tree, child_id) is not None and not self.prune(now, tree):
+        if self.s.drop_child_edge(tree, child_id) is not None and not self.prune(tree):
             self.push_digest(tree)
 
     # -- the root role -----------------------------------------------------------------------
@@ -223,7 +224,7 @@ class Membership:
     def on_leave(self, now: float, msg: Leave) -> None:
         tree = self.s.trees.get(msg.topic)
         if tree is not None:
-            self.lose_child(now, tree, msg.child.id)
+            self.lose_child(tree, msg.child.id)
 
     def on_disown(self, now: float, msg: Disown) -> None:
         tree = self.s.trees.get(msg.topic)

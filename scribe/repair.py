@@ -90,7 +90,7 @@ class Repair:
             if now - edge.last_sent < s.config.heartbeat_interval:
                 continue  # it got an event (or a heartbeat) recently
             if edge.unanswered >= s.config.missed_heartbeats:
-                self.membership.lose_child(now, tree, edge.ref.id)
+                self.membership.lose_child(tree, edge.ref.id)
                 if s.trees.get(tree.topic) is not tree:
                     return
             else:
@@ -128,15 +128,15 @@ class Repair:
         if isinstance(msg, Publish):
             self.publishing.on_unreachable(now, msg)
         elif isinstance(msg, Event):
-            self._lose_child_at(now, msg.body.topic, dest)
+            self._lose_child_at(msg.body.topic, dest)
             handled = self.dissemination.memory.get(msg.body.msg_id)
             if msg.groups and handled is not None:
                 self.dissemination.retry_groups(now, handled, msg.groups)
         elif isinstance(msg, Heartbeat | JoinAck | Disown):
-            self._lose_child_at(now, msg.topic, dest)
+            self._lose_child_at(msg.topic, dest)
         elif isinstance(msg, Join):
             # A JOIN this full node pushed down to a child: place the joiner again.
-            tree = self._lose_child_at(now, msg.topic, dest)
+            tree = self._lose_child_at(msg.topic, dest)
             if tree is not None and s.trees.get(msg.topic) is tree:
                 self.membership.accept(now, tree, msg)
         elif isinstance(msg, DigestUpdate | HeartbeatAck):
@@ -144,9 +144,9 @@ class Repair:
             if tree is not None and tree.parent is not None and tree.parent.addr == dest:
                 self.membership.rejoin(now, tree)
 
-    def _lose_child_at(self, now: float, topic: str, addr: str) -> TopicTree | None:
+    def _lose_child_at(self, topic: str, addr: str) -> TopicTree | None:
         tree = self.s.trees.get(topic)
         edge = None if tree is None else tree.child_at(addr)
         if tree is not None and edge is not None:
-            self.membership.lose_child(now, tree, edge.ref.id)
+            self.membership.lose_child(tree, edge.ref.id)
         return tree

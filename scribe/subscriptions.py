@@ -10,7 +10,7 @@ members.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from matching import Filter, Index
@@ -112,9 +112,6 @@ class Subscriptions:
 
     def __contains__(self, sub_id: int) -> bool:
         return sub_id in self._by_id
-
-    def __iter__(self) -> Iterator[Subscription]:
-        return iter(list(self._by_id.values()))
 
     def get(self, sub_id: int) -> Subscription:
         try:
