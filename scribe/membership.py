@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from chord.kbr import NodeRef
 from overlay.core.messages import Message
 from scribe.messages import (
     DigestUpdate,
@@ -53,9 +52,9 @@ class Membership:
         s = self.s
         digest = s.digest_of(tree)
         tree.joining_since = now
-        tree.sent_digest = digest  # whoever adopts this node stores this digest
+        version = tree.stamp_digest(digest)  # whoever adopts this node stores this digest
         # May come straight back through ``on_join_at_root`` when this node is the root.
-        s.host.route(now, tree.mid, Join(tree.topic, s.me, digest.to_wire()))
+        s.host.route(now, tree.mid, Join(tree.topic, s.me, digest.to_wire(), version))
 
     def rejoin(self, now: float, tree: TopicTree) -> None:
         """The parent is gone (silent, unreachable or disowning): join again via the DHT."""
@@ -75,8 +74,8 @@ class Membership:
             return  # the root has nobody to tell; a joining node compares on its ack
         digest = s.digest_of(tree)
         if digest != tree.sent_digest:
-            tree.sent_digest = digest
-            s.send(tree.parent, DigestUpdate(tree.topic, s.me, digest.to_wire()))
+            version = tree.stamp_digest(digest)
+            s.send(tree.parent, DigestUpdate(tree.topic, s.me, digest.to_wire(), version))
 
     def prune(self, tree: TopicTree) -> bool:
         """Leave the tree when nothing below this node needs it; True when it left."""
@@ -121,13 +120,14 @@ class Membership:
         s.numbering.discard(topic)
         tree = s.trees.get(topic)
         digest: DigestWire | None = None
+        version = 0
         if tree is not None:
             tree.detach(now)
             current = s.digest_of(tree)
-            tree.sent_digest = current
+            version = tree.stamp_digest(current)
             digest = current.to_wire()
         s.host.route(now, s.mid(topic),
-                     RootHandover(topic, s.seq.get(topic, 0), s.me, digest))
+                     RootHandover(topic, s.seq.get(topic, 0), s.me, digest, version))
 
     def on_handover(self, now: float, msg: RootHandover) -> None:
         s = self.s
@@ -136,7 +136,7 @@ class Membership:
         tree = s.tree_for(now, msg.topic) if adopt else None
         self.claim_root(now, msg.topic)
         if tree is not None and msg.digest is not None:
-            self.accept(now, tree, Join(msg.topic, msg.old_root, msg.digest))
+            self.accept(now, tree, Join(msg.topic, msg.old_root, msg.digest, msg.version))
 
     def announce_path(self, now: float, tree: TopicTree) -> None:
         """This node's path from the root changed: tell the children at once."""
@@ -153,11 +153,10 @@ class Membership:
             return join
         if tree is None:
             tree = s.tree_for(now, join.topic)
-            self._adopt(now, tree, join.joiner, join.digest)
+            self._adopt(now, tree, join)
             digest = s.digest_of(tree)
             tree.joining_since = now
-            tree.sent_digest = digest
-            return Join(join.topic, s.me, digest.to_wire())
+            return Join(join.topic, s.me, digest.to_wire(), tree.stamp_digest(digest))
         if tree.is_ancestor(join.joiner.id):
             return join  # the joiner is above this node: adopting it would close a loop
         self.accept(now, tree, join)
@@ -191,13 +190,14 @@ class Membership:
             target = below[s.host.rng.randrange(len(below))]
             s.send(target.ref, replace(join, redirects=join.redirects + 1))
             return
-        self._adopt(now, tree, join.joiner, join.digest)
+        self._adopt(now, tree, join)
         self.push_digest(tree)
 
-    def _adopt(self, now: float, tree: TopicTree, child: NodeRef, wire: DigestWire) -> None:
+    def _adopt(self, now: float, tree: TopicTree, join: Join) -> None:
         s = self.s
-        s.add_child(now, tree, child, Digest.from_wire(wire, s.config.summary_max_filters))
-        s.send(child, JoinAck(tree.topic, s.me, tree.path))
+        digest = Digest.from_wire(join.digest, s.config.summary_max_filters)
+        s.add_child(now, tree, join.joiner, digest, join.version)
+        s.send(join.joiner, JoinAck(tree.topic, s.me, tree.path))
 
     # -- answers from parents and children -------------------------------------------------------
 
@@ -238,6 +238,11 @@ class Membership:
         if tree is None or edge is None:
             s.send(msg.child, Disown(msg.topic, s.me))
             return
-        edge.digest = Digest.from_wire(msg.digest, s.config.summary_max_filters)
+        edge.set_digest(Digest.from_wire(msg.digest, s.config.summary_max_filters), msg.version)
         edge.unanswered = 0
+        self.push_digest(tree)
+
+    def resend_digest(self, tree: TopicTree) -> None:
+        """The parent holds an older digest than the last one sent (a lost update)."""
+        tree.sent_digest = None
         self.push_digest(tree)

@@ -143,12 +143,14 @@ class Join(_TopicMessage):
     topic: str
     joiner: NodeRef
     digest: DigestWire
+    #: The joiner's count of digests it sent (the parent keeps the newest it got).
+    version: int
     redirects: int = 0
 
     def __post_init__(self) -> None:
         _TopicMessage.__post_init__(self)
-        if self.redirects < 0:
-            raise ValueError("redirects must be >= 0")
+        if self.redirects < 0 or self.version < 0:
+            raise ValueError("redirects and version must be >= 0")
 
 
 @message("scribe.join_ack")
@@ -184,15 +186,19 @@ class DigestUpdate(_TopicMessage):
     topic: str
     child: NodeRef
     digest: DigestWire
+    version: int
 
 
 @message("scribe.heartbeat")
 class Heartbeat(_PathMessage):
-    """The parent is alive; ``path`` is its current path from the root (for loop checks)."""
+    """The parent is alive; ``path`` is its current path from the root (for loop checks);
+    ``digest_version`` is the newest digest it holds for the child (a child whose newer
+    digest was lost sends it again)."""
 
     topic: str
     parent: NodeRef
     path: tuple[int, ...]
+    digest_version: int
 
 
 @message("scribe.heartbeat_ack")
@@ -210,6 +216,7 @@ class RootHandover(_TopicMessage):
     seq: int
     old_root: NodeRef
     digest: DigestWire | None
+    version: int
 
     def __post_init__(self) -> None:
         _TopicMessage.__post_init__(self)

@@ -79,13 +79,15 @@ class ScribeState:
             tree.traced = state
             self.trace("tree", topic=tree.topic, parent=state[0], role=str(state[1]))
 
-    def add_child(self, now: float, tree: TopicTree, child: NodeRef, digest: Digest) -> None:
+    def add_child(self, now: float, tree: TopicTree, child: NodeRef, digest: Digest,
+                  version: int) -> None:
         edge = tree.children.get(child.id)
         if edge is None:
-            tree.children[child.id] = ChildEdge(child, digest, last_sent=now)
+            tree.children[child.id] = ChildEdge(child, digest, version, last_sent=now)
             self.trace("child", topic=tree.topic, child=self.hex(child.id), op="add")
         else:
-            edge.ref, edge.digest, edge.unanswered = child, digest, 0
+            edge.ref, edge.unanswered = child, 0
+            edge.set_digest(digest, version)
 
     def drop_child_edge(self, tree: TopicTree, child_id: int) -> ChildEdge | None:
         edge = tree.children.pop(child_id, None)
@@ -97,7 +99,7 @@ class ScribeState:
         """Tell a child this node is alive, and its current path from the root."""
         edge.last_sent = now
         edge.unanswered += 1
-        self.send(edge.ref, Heartbeat(tree.topic, self.me, tree.path))
+        self.send(edge.ref, Heartbeat(tree.topic, self.me, tree.path, edge.version))
 
     def forget_tree(self, tree: TopicTree) -> None:
         del self.trees[tree.topic]

@@ -30,10 +30,18 @@ class Role(StrEnum):
 class ChildEdge:
     ref: NodeRef
     digest: Digest
+    #: Version of ``digest`` (the child numbers the digests it sends).
+    version: int
     #: When this node last sent the child anything (an event or a heartbeat).
     last_sent: float
     #: Heartbeats sent since the child last answered one.
     unanswered: int = 0
+
+    def set_digest(self, digest: Digest, version: int) -> None:
+        """Take the child's digest unless a newer one already came (JOINs are routed and
+        may arrive after a direct update)."""
+        if version >= self.version:
+            self.digest, self.version = digest, version
 
 
 @dataclass
@@ -56,6 +64,8 @@ class TopicTree:
     joining_since: float | None = None
     #: The digest the parent holds for this subtree (None: not sent to this parent yet).
     sent_digest: Digest | None = None
+    #: Digests sent upward so far (the version of ``sent_digest``).
+    digest_version: int = 0
     #: (parent hex, role) of the last ``tree`` record written; None: none yet.
     traced: tuple[str | None, Role] | None = None
 
@@ -89,6 +99,12 @@ class TopicTree:
     def is_ancestor(self, node_id: int) -> bool:
         """Whether ``node_id`` is above this node (adopting it would make a loop)."""
         return node_id in self.path[:-1]
+
+    def stamp_digest(self, digest: Digest) -> int:
+        """Note ``digest`` as sent to the parent; returns its version."""
+        self.sent_digest = digest
+        self.digest_version += 1
+        return self.digest_version
 
     def set_root(self, own_id: int) -> None:
         self.is_root = True

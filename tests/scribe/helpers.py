@@ -35,8 +35,8 @@ def digest(*filters: str, groups: dict[str, tuple[list[str], int]] | None = None
 
 
 def join(joiner: int, *filters: str, groups: dict[str, tuple[list[str], int]] | None = None,
-         redirects: int = 0) -> Join:
-    return Join(TOPIC, ref(joiner), digest(*filters, groups=groups), redirects)
+         version: int = 1, redirects: int = 0) -> Join:
+    return Join(TOPIC, ref(joiner), digest(*filters, groups=groups), version, redirects)
 
 
 def attach(app: ScribeApp, host: RecordingHost, parent: int, path: tuple[int, ...],

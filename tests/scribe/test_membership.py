@@ -6,9 +6,9 @@ import pytest
 
 from matching import FilterSyntaxError, Summary
 from scribe import DuplicateSubscriptionError, ScribeConfig, UnknownSubscriptionError
-from scribe.messages import DigestUpdate, Join, JoinAck, Leave
+from scribe.messages import DigestUpdate, Event, Join, JoinAck, Leave
 from scribe.summaries import Digest
-from tests.scribe.helpers import MID, TOPIC, attach, join, make, ref
+from tests.scribe.helpers import MID, TOPIC, attach, digest, join, make, ref
 
 
 def test_subscribe_routes_a_join_toward_the_topic_key_in_its_own_name() -> None:
@@ -189,10 +189,21 @@ def test_a_digest_update_from_a_child_travels_up_only_when_the_total_changes() -
     attach(app, host, parent=300, path=(300,))
     app.forward(1.0, MID, join(100, "b = 1"), ref(300))
     host.clear()
-    app.on_direct(2.0, "n100", DigestUpdate(TOPIC, ref(100), join(100, "c = 1").digest))
+    app.on_direct(2.0, "n100", DigestUpdate(TOPIC, ref(100), digest("c = 1"), 2))
     [(dest, update)] = host.sent_of(DigestUpdate)
     assert dest == "n300"
     assert Digest.from_wire(update.digest, 64).plain.filters == {"a = 1", "c = 1"}
     host.clear()
-    app.on_direct(2.5, "n100", DigestUpdate(TOPIC, ref(100), join(100, "c = 1").digest))
+    app.on_direct(2.5, "n100", DigestUpdate(TOPIC, ref(100), digest("c = 1"), 3))
     assert host.sent == []
+
+
+def test_an_older_digest_arriving_late_does_not_replace_a_newer_one() -> None:
+    app, host = make(200, root=True)
+    app.subscribe(0.0, TOPIC, "", 1)
+    app.deliver(0.1, MID, join(100, "b = 1", version=1), 1)
+    app.on_direct(0.2, "n100", DigestUpdate(TOPIC, ref(100), digest("c = 1"), 3))
+    app.deliver(0.3, MID, join(100, "d = 1", version=2), 1)  # a retried JOIN, routed slowly
+    host.clear()
+    app.publish(1.0, TOPIC, {"c": 1}, msg_id="aa")
+    assert [dest for dest, _ in host.sent_of(Event)] == ["n100"]

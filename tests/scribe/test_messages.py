@@ -29,11 +29,11 @@ EXAMPLES: list[Message] = [
     JoinAck(TOPIC, ref(7), (1, 2, 7)),
     Leave(TOPIC, ref(5)),
     Disown(TOPIC, ref(7)),
-    DigestUpdate(TOPIC, ref(5), digest("")),
-    Heartbeat(TOPIC, ref(7), ()),
+    DigestUpdate(TOPIC, ref(5), digest(""), 4),
+    Heartbeat(TOPIC, ref(7), (), 3),
     HeartbeatAck(TOPIC, ref(5)),
-    RootHandover(TOPIC, 12, ref(7), None),
-    RootHandover(TOPIC, 0, ref(7), digest("a = 1")),
+    RootHandover(TOPIC, 12, ref(7), None, 0),
+    RootHandover(TOPIC, 0, ref(7), digest("a = 1"), 5),
     Publish(body("00ff", seq=None, x=1.5, ok=True, s="v"), ref(3)),
     PublishAck(TOPIC, "00ff", 4, ref(9)),
     Event(body("00ff", seq=4, x=1), 2, ref(7), True, ("g", "h")),
@@ -61,9 +61,9 @@ def wire_of(msg: Message, **changes: Any) -> dict[str, Any]:
     wire_of(Event(body(seq=1), 1, ref(7), True, ()),
             body={**body(seq=1).to_wire(), "attrs": {"x": [1]}}),
     wire_of(Publish(body(seq=None), ref(1)), body=body(seq=3).to_wire()),
-    wire_of(DigestUpdate(TOPIC, ref(5), digest("")), digest={"plain": {"f": ["x >"]},
+    wire_of(DigestUpdate(TOPIC, ref(5), digest(""), 1), digest={"plain": {"f": ["x >"]},
                                                                 "groups": {}}),
-    wire_of(DigestUpdate(TOPIC, ref(5), digest("")), digest={"plain": {}, "groups": {
+    wire_of(DigestUpdate(TOPIC, ref(5), digest(""), 1), digest={"plain": {}, "groups": {
         "g": {"summary": {}, "distance": -1}}}),
     wire_of(Leave(TOPIC, ref(5)), extra=1),
 ], ids=range(9))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from chord.kbr import NodeRef
 from scribe import ScribeConfig
 from scribe.messages import (
+    DigestUpdate,
     Disown,
     Event,
     Heartbeat,
@@ -14,6 +15,7 @@ from scribe.messages import (
     Leave,
     RootHandover,
 )
+from scribe.summaries import Digest
 from tests.scribe.helpers import MID, TOPIC, attach, join, make, ref
 
 CONFIG = ScribeConfig(heartbeat_interval=1.0, parent_timeout=3.5, missed_heartbeats=2)
@@ -34,7 +36,7 @@ def test_heartbeats_go_only_to_children_that_got_no_event_lately() -> None:
     host.clear()
     assert app.next_deadline() == 1.0
     app.on_timer(1.0)
-    assert host.sent == [("n102", Heartbeat(TOPIC, ref(200), (200,)))]
+    assert host.sent == [("n102", Heartbeat(TOPIC, ref(200), (200,), 1))]
 
 
 def test_a_child_that_stops_answering_is_dropped() -> None:
@@ -56,7 +58,7 @@ def test_a_child_answers_heartbeats_and_learns_its_path() -> None:
     app.subscribe(0.0, TOPIC, "", 1)
     attach(app, host, parent=200, path=())  # the parent did not know its path yet
     assert app.status()[TOPIC]["depth"] is None
-    app.on_direct(1.0, "n200", Heartbeat(TOPIC, ref(200), (300, 200)))
+    app.on_direct(1.0, "n200", Heartbeat(TOPIC, ref(200), (300, 200), 1))
     assert host.sent == [("n200", HeartbeatAck(TOPIC, ref(101)))]
     assert app.status()[TOPIC]["depth"] == 2
 
@@ -65,7 +67,7 @@ def test_a_heartbeat_from_a_node_that_is_not_the_parent_is_answered_with_leave()
     app, host = make(101, config=CONFIG)
     app.subscribe(0.0, TOPIC, "", 1)
     attach(app, host, parent=200, path=(200,))
-    app.on_direct(1.0, "n300", Heartbeat(TOPIC, ref(300), (300,)))
+    app.on_direct(1.0, "n300", Heartbeat(TOPIC, ref(300), (300,), 1))
     assert host.sent == [("n300", Leave(TOPIC, ref(101)))]
 
 
@@ -90,7 +92,7 @@ def test_a_heartbeat_whose_path_holds_this_node_breaks_the_loop() -> None:
     app, host = make(101, config=CONFIG)
     app.subscribe(0.0, TOPIC, "", 1)
     attach(app, host, parent=200, path=())
-    app.on_direct(1.0, "n200", Heartbeat(TOPIC, ref(200), (101, 200)))
+    app.on_direct(1.0, "n200", Heartbeat(TOPIC, ref(200), (101, 200), 1))
     assert host.trace_kinds() == ["repair"] and len(host.routed) == 1
 
 
@@ -142,7 +144,7 @@ def test_a_forwarder_that_became_responsible_takes_the_root_role() -> None:
     app.update(5.0, NodeRef(200, "n200"), False)
     assert host.sent[0] == ("n200", Leave(TOPIC, ref(150)))
     assert host.traces == [("tree", {"topic": TOPIC, "parent": None, "role": "root"})]
-    assert ("n101", Heartbeat(TOPIC, ref(150), (150,))) in host.sent
+    assert ("n101", Heartbeat(TOPIC, ref(150), (150,), 1)) in host.sent
 
 
 def test_expiry_ends_a_subscription_with_a_notice_and_renew_postpones_it() -> None:
@@ -166,7 +168,7 @@ def test_a_rejoining_node_keeps_telling_its_children_its_last_path() -> None:
     assert host.trace_kinds()[-1] == "repair"
     host.clear()
     run_ticks(app, 5.0)
-    assert host.sent_of(Heartbeat) == [("n50", Heartbeat(TOPIC, ref(101), (300, 200, 101)))]
+    assert host.sent_of(Heartbeat) == [("n50", Heartbeat(TOPIC, ref(101), (300, 200, 101), 1))]
 
 
 def test_a_parent_that_never_tells_a_path_is_taken_for_a_loop() -> None:
@@ -174,9 +176,21 @@ def test_a_parent_that_never_tells_a_path_is_taken_for_a_loop() -> None:
     app.subscribe(0.0, TOPIC, "", 1)
     attach(app, host, parent=200, path=())
     for t in range(1, 11):
-        app.on_direct(float(t), "n200", Heartbeat(TOPIC, ref(200), ()))
+        app.on_direct(float(t), "n200", Heartbeat(TOPIC, ref(200), (), 1))
         run_ticks(app, float(t))
     assert "repair" not in host.trace_kinds()
-    app.on_direct(11.0, "n200", Heartbeat(TOPIC, ref(200), ()))
+    app.on_direct(11.0, "n200", Heartbeat(TOPIC, ref(200), (), 1))
     run_ticks(app, 11.0)
     assert host.trace_kinds()[-1] == "repair"
+
+
+def test_a_child_whose_newer_digest_was_lost_sends_it_again() -> None:
+    app, host = make(101, config=CONFIG)
+    app.subscribe(0.0, TOPIC, "a = 1", 1)
+    attach(app, host, parent=200, path=(200,))
+    app.subscribe(0.5, TOPIC, "b = 1", 2)  # digest version 2 goes out (and is lost)
+    host.clear()
+    app.on_direct(1.0, "n200", Heartbeat(TOPIC, ref(200), (200,), 1))
+    [(dest, update)] = host.sent_of(DigestUpdate)
+    assert dest == "n200" and update.version == 3
+    assert Digest.from_wire(update.digest, 64).plain.filters == {"a = 1", "b = 1"}

@@ -77,6 +77,8 @@ class ScribeScenario:
     publish_window: float = 40.0
     drain: float = 10.0
     heartbeat_interval: float = 1.0
+    #: Share of messages the network loses.
+    loss: float = 0.0
     seed: int = 1
 
     def __post_init__(self) -> None:
@@ -93,7 +95,8 @@ def run_scribe(scenario: ScribeScenario, ring: Ring, trace_dir: Path | None = No
         with tempfile.TemporaryDirectory(prefix="scribe-sim-") as tmp:
             return run_scribe(scenario, ring, Path(tmp), run_id)
     started = time.perf_counter()
-    sim = Simulator(scenario.seed, NetworkConfig(), trace_dir=trace_dir, run_id=run_id)
+    sim = Simulator(scenario.seed, NetworkConfig(loss=scenario.loss), trace_dir=trace_dir,
+                    run_id=run_id)
     config = ScribeConfig(summaries=scenario.summaries, max_children=scenario.max_children,
                           heartbeat_interval=scenario.heartbeat_interval,
                           parent_timeout=3.5 * scenario.heartbeat_interval)
