@@ -52,27 +52,29 @@ class HandledEvent:
 
 
 class EventMemory:
-    """Recently handled events by msg_id, forgotten ``keep`` seconds after the first copy."""
+    """Recently handled events by (topic, msg_id), forgotten ``keep`` seconds after the
+    first copy. (A msg_id is globally unique, but clients may choose their own.)"""
 
     def __init__(self, keep: float) -> None:
         self.keep = keep
-        self._events: dict[str, HandledEvent] = {}
-        self._order: deque[tuple[float, str]] = deque()
+        self._events: dict[tuple[str, str], HandledEvent] = {}
+        self._order: deque[tuple[float, tuple[str, str]]] = deque()
 
     def __len__(self) -> int:
         return len(self._events)
 
-    def get(self, msg_id: str) -> HandledEvent | None:
-        return self._events.get(msg_id)
+    def get(self, topic: str, msg_id: str) -> HandledEvent | None:
+        return self._events.get((topic, msg_id))
 
     def remember(self, now: float, handled: HandledEvent) -> None:
-        self._events[handled.body.msg_id] = handled
-        self._order.append((now, handled.body.msg_id))
+        key = (handled.body.topic, handled.body.msg_id)
+        self._events[key] = handled
+        self._order.append((now, key))
 
     def forget_old(self, now: float) -> None:
         while self._order and self._order[0][0] <= now - self.keep:
-            _, msg_id = self._order.popleft()
-            self._events.pop(msg_id, None)
+            _, key = self._order.popleft()
+            self._events.pop(key, None)
 
 
 #: Per child id: (whether the copy is plain, the groups it must serve).
@@ -105,7 +107,7 @@ class Dissemination:
         body = ev.body
         assert body.seq is not None  # Event validates that
         s.note_seq(body.topic, body.seq)
-        handled = self.memory.get(body.msg_id)
+        handled = self.memory.get(body.topic, body.msg_id)
         s.trace("recv", topic=body.topic, msg_id=body.msg_id, **{"from": s.hex(ev.sender.id)},
                 hop=ev.hop, dup=handled is not None)
         tree = s.trees.get(body.topic)
@@ -127,7 +129,7 @@ class Dissemination:
                      upstream=ev.sender)
 
     def on_anycast_back(self, now: float, msg: AnycastBack) -> None:
-        handled = self.memory.get(msg.msg_id)
+        handled = self.memory.get(msg.topic, msg.msg_id)
         if handled is None:
             self.s.trace("drop", topic=msg.topic, msg_id=msg.msg_id, reason="expired")
             return

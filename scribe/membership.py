@@ -165,6 +165,9 @@ class Membership:
     def on_join_at_root(self, now: float, join: Join) -> None:
         """``deliver`` up-call for a JOIN: this node is responsible for the topic's key."""
         s = self.s
+        if join.joiner.id == s.me.id and join.topic not in s.trees:
+            self.claim_root(now, join.topic)  # its own JOIN, back after it left the topic
+            return
         tree = s.tree_for(now, join.topic)
         self.claim_root(now, join.topic)
         if join.joiner.id != s.me.id:

@@ -131,7 +131,7 @@ class Repair:
             self.publishing.on_unreachable(now, msg)
         elif isinstance(msg, Event):
             self._lose_child_at(msg.body.topic, dest)
-            handled = self.dissemination.memory.get(msg.body.msg_id)
+            handled = self.dissemination.memory.get(msg.body.topic, msg.body.msg_id)
             if msg.groups and handled is not None:
                 self.dissemination.retry_groups(now, handled, msg.groups)
         elif isinstance(msg, Heartbeat | JoinAck | Disown):

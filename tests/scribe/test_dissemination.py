@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scribe import DeliveredEvent, ScribeConfig
-from scribe.messages import Event, Leave, Publish, PublishAck
+from scribe.messages import Event, EventBody, JoinAck, Leave, Publish, PublishAck
 from tests.scribe.helpers import MID, TOPIC, attach, body, join, make, ref
 
 
@@ -131,3 +131,15 @@ def test_an_event_for_a_tree_this_node_left_is_dropped() -> None:
     app.on_direct(1.0, "n200", Event(body("aa"), 2, ref(200), True, ()))
     assert host.sent == [("n200", Leave(TOPIC, ref(101)))]
     assert host.traces[-1] == ("drop", {"topic": TOPIC, "msg_id": "aa", "reason": "no_route"})
+
+
+def test_the_same_client_chosen_msg_id_on_two_topics_is_two_events() -> None:
+    app, host = make(101)
+    app.subscribe(0.0, TOPIC, "", 1)
+    app.subscribe(0.0, "u", "", 2)
+    app.on_direct(0.1, "n200", JoinAck(TOPIC, ref(200), (200,)))
+    app.on_direct(0.1, "n200", JoinAck("u", ref(200), (200,)))
+    other = EventBody("u", "ab", 1, {}, b"", "0001", 1.0)
+    app.on_direct(1.0, "n200", Event(body("ab"), 1, ref(200), True, ()))
+    app.on_direct(1.0, "n200", Event(other, 1, ref(200), True, ()))
+    assert [sub for sub, _ in host.delivered] == [1, 2]
