@@ -1,0 +1,280 @@
+"""Wire messages of the unstructured mode. Each validates its fields when built, so a
+malformed one from a peer fails decoding (``MessageError``) before any protocol logic.
+
+Events: :class:`Event` (one event on its way, flooding / walks / blind counter / pbcast's
+first phase), :class:`Rumor` and :class:`Feedback` (push rumor mongering), :class:`Digest`,
+:class:`Request` and :class:`Repair` (anti-entropy and pbcast repair). Peer sampling
+(HyParView): :class:`Join`, :class:`ForwardJoin`, :class:`Link`,
+:class:`NeighbourRequest`, :class:`NeighbourReply`, :class:`Disconnect`,
+:class:`Shuffle`, :class:`ShuffleReply`, :class:`Heartbeat`. Selective routing:
+:class:`Interest`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from matching import Summary
+from overlay.core.messages import Message, Record, message, record
+
+MAX_TOPIC_CHARS = 1024
+MAX_MSG_ID_CHARS = 64
+MAX_ADDRESS_CHARS = 256
+#: Most events one batch (rumor push, repair answer) or one digest may carry.
+MAX_BATCH = 4096
+#: Most addresses one peer sampling message may carry.
+MAX_PEERS = 256
+#: Longest path an event may have travelled, and longest walk a message may ask for.
+MAX_HOPS = 1 << 16
+#: Most topics, and layers per topic, one interest advert may carry.
+MAX_INTEREST_TOPICS = 4096
+MAX_RADIUS = 16
+
+_HEX = frozenset("0123456789abcdef")
+
+AttrValue = str | int | float | bool
+Attrs = dict[str, AttrValue]
+
+
+def check_topic(topic: str) -> None:
+    if not 0 < len(topic) <= MAX_TOPIC_CHARS:
+        raise ValueError(f"a topic has 1..{MAX_TOPIC_CHARS} characters, got {len(topic)}")
+
+
+def check_hex(text: str, what: str) -> None:
+    if not 0 < len(text) <= MAX_MSG_ID_CHARS or not set(text) <= _HEX:
+        raise ValueError(f"{what} is 1..{MAX_MSG_ID_CHARS} lowercase hex digits, "
+                         f"got {text[:80]!r}")
+
+
+def check_attrs(attrs: dict[str, Any]) -> None:
+    for name, value in attrs.items():
+        if not isinstance(name, str) or not isinstance(value, str | int | float | bool):
+            raise ValueError(f"attribute {name!r}: names are text, values text/int/float/bool")
+
+
+def check_address(address: str) -> None:
+    if not 0 < len(address) <= MAX_ADDRESS_CHARS:
+        raise ValueError(f"an address has 1..{MAX_ADDRESS_CHARS} characters")
+
+
+def check_hops(value: int, what: str) -> None:
+    if not 0 <= value <= MAX_HOPS:
+        raise ValueError(f"{what} must be within 0..{MAX_HOPS}, got {value}")
+
+
+def _check_count(items: tuple[Any, ...] | dict[str, Any], limit: int, what: str) -> None:
+    if len(items) > limit:
+        raise ValueError(f"at most {limit} {what}, got {len(items)}")
+
+
+# -- events ------------------------------------------------------------------------------
+
+
+@record
+class EventBody(Record):
+    """An event as its publisher's node accepted it; copied unchanged from node to node."""
+
+    topic: str
+    msg_id: str
+    attrs: Attrs
+    payload: bytes
+    #: Hex id of the node where it was published.
+    publisher: str
+    #: Publish time the publishing application gave.
+    ts: float
+
+    def __post_init__(self) -> None:
+        check_topic(self.topic)
+        check_hex(self.msg_id, "a msg_id")
+        check_hex(self.publisher, "a publisher id")
+        check_attrs(self.attrs)
+
+
+@record
+class Carried(Record):
+    """One event in a batch, with the transmissions it has made (this one included)."""
+
+    body: EventBody
+    hop: int
+    #: Selective routing: the event reached the sender along links whose interest matched.
+    guided: bool = False
+
+    def __post_init__(self) -> None:
+        check_hops(self.hop, "hop")
+
+
+@message("gossip.event")
+class Event(Message):
+    """One event on its way: flooding, random walk, blind counter, pbcast's first phase."""
+
+    body: EventBody
+    #: Transmissions from the publisher's node, this one included (TRACES.md ``hop``).
+    hop: int
+    #: Transmissions after which nobody forwards it any more (None: no such limit).
+    ttl: int | None
+    guided: bool = False
+
+    def __post_init__(self) -> None:
+        check_hops(self.hop, "hop")
+        if self.ttl is not None:
+            check_hops(self.ttl, "ttl")
+
+
+@message("gossip.rumor")
+class Rumor(Message):
+    """Hot rumors pushed to a peer, which answers with :class:`Feedback` if it knew any."""
+
+    items: tuple[Carried, ...]
+
+    def __post_init__(self) -> None:
+        _check_count(self.items, MAX_BATCH, "events in a rumor push")
+
+
+@message("gossip.feedback")
+class Feedback(Message):
+    """The msg_ids of a :class:`Rumor` push that the peer already had."""
+
+    known: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        _check_count(self.known, MAX_BATCH, "msg_ids in feedback")
+        for msg_id in self.known:
+            check_hex(msg_id, "a msg_id")
+
+
+@message("gossip.digest")
+class Digest(Message):
+    """The events the sender holds (msg_ids per topic). ``push``: ask me for what you
+    lack; ``pull``: send me what I lack."""
+
+    ids: dict[str, tuple[str, ...]]
+    push: bool
+    pull: bool
+
+    def __post_init__(self) -> None:
+        _check_count(self.ids, MAX_BATCH, "topics in a digest")
+        if sum(len(ids) for ids in self.ids.values()) > MAX_BATCH:
+            raise ValueError(f"a digest lists at most {MAX_BATCH} events")
+        for topic, ids in self.ids.items():
+            check_topic(topic)
+            for msg_id in ids:
+                check_hex(msg_id, "a msg_id")
+
+
+@message("gossip.request")
+class Request(Message):
+    """The msg_ids of a digest that the asking node lacks."""
+
+    ids: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        _check_count(self.ids, MAX_BATCH, "msg_ids in a request")
+        for msg_id in self.ids:
+            check_hex(msg_id, "a msg_id")
+
+
+@message("gossip.repair")
+class Repair(Message):
+    """Events retransmitted because a digest exchange showed the receiver lacks them;
+    the receiver delivers them and spreads them no further."""
+
+    items: tuple[Carried, ...]
+
+    def __post_init__(self) -> None:
+        _check_count(self.items, MAX_BATCH, "events in a repair")
+
+
+# -- peer sampling (HyParView) --------------------------------------------------------------
+
+
+def _check_peers(peers: tuple[str, ...]) -> None:
+    _check_count(peers, MAX_PEERS, "peers")
+    for address in peers:
+        check_address(address)
+
+
+@message("gossip.join")
+class Join(Message):
+    """A new node asks the receiver to take it as a neighbour and announce it."""
+
+
+@message("gossip.forward_join")
+class ForwardJoin(Message):
+    """A random walk announcing the new node ``joiner``; ``ttl`` steps are left."""
+
+    joiner: str
+    ttl: int
+
+    def __post_init__(self) -> None:
+        check_address(self.joiner)
+        check_hops(self.ttl, "ttl")
+
+
+@message("gossip.link")
+class Link(Message):
+    """The sender has made the receiver a neighbour: the receiver does the same."""
+
+
+@message("gossip.neighbour_request")
+class NeighbourRequest(Message):
+    """Asks to become neighbours; ``high_priority`` (the sender has no neighbour left)
+    must be accepted even by a node whose active view is full."""
+
+    high_priority: bool
+
+
+@message("gossip.neighbour_reply")
+class NeighbourReply(Message):
+    accepted: bool
+
+
+@message("gossip.disconnect")
+class Disconnect(Message):
+    """The sender no longer counts the receiver as a neighbour."""
+
+
+@message("gossip.shuffle")
+class Shuffle(Message):
+    """A random walk carrying a sample of ``origin``'s views, answered at its end."""
+
+    origin: str
+    peers: tuple[str, ...]
+    ttl: int
+
+    def __post_init__(self) -> None:
+        check_address(self.origin)
+        _check_peers(self.peers)
+        check_hops(self.ttl, "ttl")
+
+
+@message("gossip.shuffle_reply")
+class ShuffleReply(Message):
+    peers: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        _check_peers(self.peers)
+
+
+@message("gossip.heartbeat")
+class Heartbeat(Message):
+    """Keeps a quiet link tested: a dead neighbour shows up as unreachable."""
+
+
+# -- selective routing ----------------------------------------------------------------------
+
+
+@message("gossip.interest")
+class Interest(Message):
+    """What may match through the sender, per topic: summaries (``matching.Summary`` wire
+    form) of the subscriptions 0, 1, ... hops beyond it. Replaces the previous advert."""
+
+    topics: dict[str, tuple[dict[str, Any], ...]]
+
+    def __post_init__(self) -> None:
+        _check_count(self.topics, MAX_INTEREST_TOPICS, "topics in an interest advert")
+        for topic, layers in self.topics.items():
+            check_topic(topic)
+            _check_count(layers, MAX_RADIUS, "layers in an interest advert")
+            for layer in layers:
+                Summary.from_wire(layer)  # SummaryDecodeError is a ValueError: rejected

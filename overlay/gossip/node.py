@@ -1,0 +1,329 @@
+"""``GossipNode``: the unstructured mode's sans-IO core.
+
+One node: a peer sampling view (:mod:`~overlay.gossip.hyparview` or a full view), one
+dissemination strategy (:mod:`~overlay.gossip.strategies`), optional selective routing
+(:mod:`~overlay.gossip.selective`), the events it holds, and its local subscriptions.
+
+Application calls (the daemon's API layer, or a simulation scenario), each taking
+``now`` on the driver's clock:
+
+- ``start(now, seeds)``: begin; ``seeds`` are addresses to join through (``hyparview``)
+  or the whole membership (``full`` view, shared, not copied);
+- ``subscribe(now, topic, filter_text, sub_id, expiry=None)``,
+  ``unsubscribe(now, sub_id, reason="client")``, ``renew(now, sub_id, expiry)``;
+- ``publish(now, topic, attrs, payload=b"", msg_id=None, ts=None) -> msg_id``;
+- ``status() -> dict``.
+
+Effects: ``Send``; ``Deliver(sub, DeliveredEvent)`` for each matching local subscription;
+``Notice`` kinds ``published`` (``topic``, ``msg_id``, ``seq`` None: the event is accepted
+at once, nobody numbers it) and ``expired`` (``sub``); ``Trace`` records of TRACES.md:
+``subscribe``, ``unsubscribe``, ``publish``, ``forward``, ``recv`` (with ``dup``),
+``deliver``, ``repair`` (kind ``digest``), ``drop`` (reason ``ttl``). ``hop`` counts
+transmissions from the publisher's node.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Collection, Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from matching import parse
+from overlay.core.effects import Trace
+from overlay.core.errors import LocalProtocolError
+from overlay.core.ids import DEFAULT_ID_BITS, format_id, hash_id
+from overlay.core.messages import Message
+from overlay.core.protocol import CoreBase
+from overlay.core.timers import Timers
+from overlay.gossip.config import GossipConfig
+from overlay.gossip.digests import DigestRepair
+from overlay.gossip.hyparview import HyParView
+from overlay.gossip.messages import (
+    AttrValue,
+    Digest,
+    Event,
+    EventBody,
+    Feedback,
+    Interest,
+    Repair,
+    Request,
+    Rumor,
+    check_topic,
+)
+from overlay.gossip.sampling import FullView, PeerSampler
+from overlay.gossip.selective import InterestRouting
+from overlay.gossip.store import EventStore, HeldEvent
+from overlay.gossip.strategies import make_strategy
+from overlay.gossip.subscriptions import (
+    UNSUBSCRIBE_REASONS,
+    DeliveredEvent,
+    Subscription,
+    Subscriptions,
+    expiry_time,
+)
+
+#: Timer names: the node's round, and the batched sending of interest adverts.
+ROUND = "round"
+ADVERTS = "adverts"
+
+
+class NotStartedError(LocalProtocolError):
+    """An application call that needs peers came before ``start``."""
+
+
+@lru_cache(maxsize=1 << 16)
+def node_hex(address: str, bits: int = DEFAULT_ID_BITS) -> str:
+    """A node's id as TRACES.md writes it: the hash of its advertised address."""
+    return format_id(hash_id(address, bits), bits)
+
+
+class GossipNode(CoreBase):
+    def __init__(self, address: str, rng: random.Random, config: GossipConfig | None = None,
+                 bits: int = DEFAULT_ID_BITS) -> None:
+        super().__init__(address)
+        self.rng = rng
+        self.config = config = config or GossipConfig()
+        self.bits = bits
+        self.node_hex = node_hex(address, bits)
+        self.timers = Timers()
+        self.subs = Subscriptions()
+        self.store = EventStore(config.memory, config.digest_window, config.max_events)
+        self.interest = InterestRouting(config.selective) if config.selective else None
+        self.peers: PeerSampler = (
+            FullView(address, rng) if config.view == "full"
+            else HyParView(address, rng, config.hyparview, self.send, self._neighbour_changed))
+        self.repair = DigestRepair(self)
+        self.strategy = make_strategy(self, config.strategy)
+        self.started = False
+        s = self.strategy
+        self._handlers: dict[type[Message], Callable[[float, str, Any], None]] = {
+            Event: s.on_event, Rumor: s.on_rumor, Feedback: s.on_feedback,
+            Digest: self.repair.on_digest, Request: self.repair.on_request,
+            Repair: self.repair.on_repair, Interest: self._on_interest,
+        }
+
+    # -- application calls ---------------------------------------------------------------------
+
+    def start(self, now: float, seeds: Sequence[str]) -> None:
+        """Begin: join through ``seeds`` (hyparview), or take them as the membership (full)."""
+        if self.started:
+            raise LocalProtocolError("the node is already started")
+        self.started = True
+        self.peers.start(now, seeds)
+        interval = self.config.round_interval
+        first = (math.floor(now / interval) + 1) * interval if self.config.aligned_rounds \
+            else now + self.rng.uniform(0, interval)
+        self.timers.set(ROUND, first)
+        self._schedule_adverts(now)
+
+    def subscribe(self, now: float, topic: str, filter_text: str, sub_id: int,
+                  expiry: float | None = None) -> None:
+        """Start local subscription ``sub_id`` (a handle the caller chose, unique on this
+        node) to the events of ``topic`` that match ``filter_text`` (``""``: all of them).
+        ``expiry``: seconds of life from ``now`` (None: until unsubscribed).
+
+        Raises ``matching.FilterSyntaxError`` for a bad filter, ``ValueError`` for a bad
+        topic or expiry, ``DuplicateSubscriptionError`` for a handle in use.
+        """
+        check_topic(topic)
+        sub = Subscription(sub_id, topic, filter_text, parse(filter_text),
+                           expiry_time(now, expiry))
+        self.subs.add(sub)
+        self.trace("subscribe", topic=topic, sub=sub_id, filter=filter_text,
+                   expiry=None if expiry is None else float(expiry))
+        self._schedule_expiry(sub)
+        self._local_interest_changed(now, topic)
+
+    def unsubscribe(self, now: float, sub_id: int, reason: str = "client") -> None:
+        """End a local subscription; ``reason`` is ``client``, ``expired`` or ``disconnect``.
+        Raises ``UnknownSubscriptionError``."""
+        if reason not in UNSUBSCRIBE_REASONS:
+            raise ValueError(f"reason must be one of {UNSUBSCRIBE_REASONS}, got {reason!r}")
+        sub = self.subs.remove(sub_id)
+        self.timers.cancel(("expire", sub_id))
+        self.trace("unsubscribe", topic=sub.topic, sub=sub_id, reason=reason)
+        self._local_interest_changed(now, sub.topic)
+
+    def renew(self, now: float, sub_id: int, expiry: float | None) -> None:
+        """Give a subscription ``expiry`` more seconds from ``now`` (None: no end).
+        Raises ``UnknownSubscriptionError``."""
+        sub = self.subs.get(sub_id)
+        sub.expires_at = expiry_time(now, expiry)
+        self._schedule_expiry(sub)
+
+    def publish(self, now: float, topic: str, attrs: Mapping[str, AttrValue],
+                payload: bytes = b"", msg_id: str | None = None,
+                ts: float | None = None) -> str:
+        """Publish an event; returns its msg_id (``msg_id`` if given, else a fresh random
+        one; publishing a msg_id this node holds again does nothing). ``ts``: publish time
+        to carry (default ``now``). Raises ``ValueError`` for bad input,
+        ``NotStartedError`` before ``start``."""
+        if not self.started:
+            raise NotStartedError("start the node before publishing")
+        if msg_id is None:
+            msg_id = format(self.rng.getrandbits(128), "032x")
+        body = EventBody(topic, msg_id, dict(attrs), bytes(payload), self.node_hex,
+                         now if ts is None else float(ts))
+        if msg_id not in self.store:
+            self.trace("publish", topic=topic, msg_id=msg_id, attrs=body.attrs,
+                       size=len(body.payload))
+            held = HeldEvent(body, 0, now)
+            self._hold(held)
+            self.strategy.publish(now, held)
+        self.notice("published", topic=topic, msg_id=msg_id, seq=None)
+        return msg_id
+
+    def status(self) -> dict[str, Any]:
+        """Node id, strategy, view, subscriptions and held events (API ``status``)."""
+        return {"node": self.node_hex, "address": self.address, "mode": "unstructured",
+                "strategy": self.config.strategy.name, "peers": self.peers.status(),
+                "subscriptions": len(self.subs), "topics": self.subs.topics(),
+                "events_held": len(self.store)}
+
+    # -- driver inputs ---------------------------------------------------------------------------
+
+    def on_message(self, now: float, src: str, msg: Message) -> None:
+        handler = self._handlers.get(type(msg))
+        if handler is not None:
+            handler(now, src, msg)
+        elif self.peers.on_message(now, src, msg):
+            self._schedule_adverts(now)
+
+    def on_timer(self, now: float) -> None:
+        for name in self.timers.pop_due(now):
+            if name == ROUND:
+                self._round(now)
+            elif name == ADVERTS:
+                self._send_adverts()
+            elif isinstance(name, tuple) and name[0] == "expire":
+                self._expire(now, name[1])
+
+    def on_unreachable(self, now: float, dest: str, msg: Message) -> None:
+        self.peers.on_unreachable(now, dest)
+        self.strategy.on_unreachable(now, dest, msg)
+        self._schedule_adverts(now)
+
+    def next_deadline(self) -> float | None:
+        return self.timers.next_deadline()
+
+    # -- what strategies use -------------------------------------------------------------------
+
+    def send(self, dest: str, msg: Message) -> None:
+        self.peers.note_sent(dest)
+        super().send(dest, msg)
+
+    def accept(self, now: float, src: str, body: EventBody, hop: int,
+               guided: bool) -> tuple[HeldEvent, bool]:
+        """Take in a copy of an event from ``src``: trace it; a first copy is held and
+        delivered locally. Returns the held event and whether this copy was the first."""
+        held = self.store.get(body.msg_id)
+        self._effects.append(Trace("recv", {
+            "topic": body.topic, "msg_id": body.msg_id, "from": node_hex(src, self.bits),
+            "hop": hop, "dup": held is not None}))
+        if held is not None:
+            return held, False
+        held = HeldEvent(body, hop, now, guided)
+        self._hold(held)
+        return held, True
+
+    def choose(self, body: EventBody, guided: bool, count: int | None,
+               exclude: Collection[str], keep_going: bool = False) -> tuple[list[str], bool]:
+        """Neighbours to send an event to (``count`` random ones, None: all) and whether
+        that copy is *guided* (sent along links whose interest matches).
+
+        Without selective routing: any neighbours. With it: only those through which the
+        event may match; when there are none, a guided event has reached the end of its
+        interest path and stops (unless ``keep_going``), an unguided one goes where the
+        strategy would send it anyway: an uninterested region is crossed, not cut off.
+        """
+        if self.interest is None:
+            if count is None:
+                return [p for p in self.peers.neighbours() if p not in exclude], False
+            return self.peers.sample(count, exclude), False
+        candidates = [p for p in self.peers.neighbours() if p not in exclude]
+        targets = self.interest.narrow(candidates, body.topic, body.attrs)
+        if targets:
+            guided = True
+        elif guided and not keep_going:
+            return [], True
+        else:
+            targets, guided = candidates, False
+        if count is not None and count < len(targets):
+            targets = self.rng.sample(targets, count)
+        return targets, guided
+
+    def trace_forward(self, dest: str, body: EventBody, hop: int) -> None:
+        self._effects.append(Trace("forward", {
+            "topic": body.topic, "msg_id": body.msg_id, "to": node_hex(dest, self.bits),
+            "hop": hop}))
+
+    def trace_drop(self, body: EventBody, reason: str) -> None:
+        self.trace("drop", topic=body.topic, msg_id=body.msg_id, reason=reason)
+
+    def trace_repair(self, topic: str, msg_id: str, src: str) -> None:
+        self._effects.append(Trace("repair", {
+            "topic": topic, "msg_id": msg_id, "from": node_hex(src, self.bits),
+            "kind": "digest"}))
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _hold(self, held: HeldEvent) -> None:
+        forgotten = self.store.add(held)
+        if forgotten:
+            self.strategy.forget(forgotten)
+        body = held.body
+        for sub in self.subs.matching(body.topic, body.attrs):
+            self.trace("deliver", topic=body.topic, msg_id=body.msg_id, sub=sub.sub_id,
+                       hop=held.hop, seq=None, dup=False)
+            self.deliver(sub.sub_id, DeliveredEvent(body.topic, body.msg_id, None, body.attrs,
+                                                    body.payload, body.publisher, body.ts,
+                                                    held.hop))
+
+    def _round(self, now: float) -> None:
+        self.timers.set(ROUND, now + self.config.round_interval)
+        forgotten = self.store.expire(now)
+        if forgotten:
+            self.strategy.forget(forgotten)
+        self.repair.forget_asked(now)
+        self.peers.on_round(now)
+        self.strategy.on_round(now)
+        self._schedule_adverts(now)
+
+    def _neighbour_changed(self, peer: str, added: bool) -> None:
+        if self.interest is not None:
+            self.interest.neighbour_changed(peer, added)
+
+    def _on_interest(self, now: float, src: str, msg: Interest) -> None:
+        # Adverts from a peer that is not (or no longer) a neighbour are stale: ignored.
+        if self.interest is not None and src in self.peers.neighbours():
+            self.interest.heard_from(src, msg)
+            self._schedule_adverts(now)
+
+    def _local_interest_changed(self, now: float, topic: str) -> None:
+        if self.interest is not None:
+            self.interest.set_local(topic, self.subs.summary(
+                topic, self.interest.config.max_filters))
+            self._schedule_adverts(now)
+
+    def _schedule_adverts(self, now: float) -> None:
+        if self.interest is not None and self.interest.dirty and self.started:
+            self.timers.set_if_absent(ADVERTS, now + self.interest.config.advert_delay)
+
+    def _send_adverts(self) -> None:
+        if self.interest is None:
+            return
+        for peer, advert in self.interest.adverts(self.peers.neighbours()):
+            self.send(peer, advert)
+
+    def _schedule_expiry(self, sub: Subscription) -> None:
+        if sub.expires_at is None:
+            self.timers.cancel(("expire", sub.sub_id))
+        else:
+            self.timers.set(("expire", sub.sub_id), sub.expires_at)
+
+    def _expire(self, now: float, sub_id: int) -> None:
+        if sub_id in self.subs:
+            self.notice("expired", sub=sub_id)
+            self.unsubscribe(now, sub_id, reason="expired")

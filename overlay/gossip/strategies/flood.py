@@ -1,0 +1,64 @@
+"""Flooding with a hop limit, and pbcast, whose first phase is a (possibly thinned) flood.
+
+Flooding: a node forwards the first copy of an event to every neighbour but the one it
+came from while the event has made fewer than ``ttl`` transmissions; a first copy that
+has used them up is dropped (``drop``, reason ``ttl``).
+
+Bimodal multicast adds two things: each node forwards to ``fanout`` random neighbours
+instead of all of them (the unreliable first phase), and every round it sends a digest
+to random peers, which fetch what they lack (the repair phase, :mod:`~overlay.gossip.digests`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from overlay.gossip.config import FloodConfig, PbcastConfig
+from overlay.gossip.messages import Event
+from overlay.gossip.store import HeldEvent
+from overlay.gossip.strategies.base import Strategy
+
+if TYPE_CHECKING:
+    from overlay.gossip.node import GossipNode
+
+
+class Flood(Strategy):
+    def __init__(self, node: GossipNode, config: FloodConfig | PbcastConfig) -> None:
+        super().__init__(node)
+        self.ttl = config.ttl
+        self.fanout = config.fanout if isinstance(config, PbcastConfig) else None
+
+    def publish(self, now: float, held: HeldEvent) -> None:
+        self._forward(held, 1, self.ttl, guided=False, exclude=())
+
+    def on_event(self, now: float, src: str, msg: Event) -> None:
+        held, first = self.node.accept(now, src, msg.body, msg.hop, msg.guided)
+        if not first:
+            return
+        # The publisher's hop limit travels with the event; a copy without one (from a
+        # node spreading differently) gets this node's.
+        ttl = self.ttl if msg.ttl is None else msg.ttl
+        if msg.hop >= ttl:
+            self.node.trace_drop(msg.body, "ttl")
+            return
+        self._forward(held, msg.hop + 1, ttl, msg.guided, exclude=(src,))
+
+    def _forward(self, held: HeldEvent, hop: int, ttl: int, guided: bool,
+                 exclude: tuple[str, ...]) -> None:
+        node = self.node
+        body = held.body
+        targets, guided = node.choose(body, guided, self.fanout, exclude)
+        for dest in targets:
+            node.trace_forward(dest, body, hop)
+            node.send(dest, Event(body, hop, ttl, guided))
+
+
+class Pbcast(Flood):
+    def __init__(self, node: GossipNode, config: PbcastConfig) -> None:
+        super().__init__(node, config)
+        self.digest_fanout = config.digest_fanout
+
+    def on_round(self, now: float) -> None:
+        node = self.node
+        for dest in node.peers.sample(self.digest_fanout):
+            node.repair.send_digest(now, dest, push=True, pull=False)
