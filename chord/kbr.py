@@ -27,7 +27,11 @@ from __future__ import annotations
 import random
 from typing import Any, Protocol
 
+from overlay.core.ids import DEFAULT_ID_BITS as MAX_ID_BITS
 from overlay.core.messages import Message, Record, record
+
+#: Longest advertised address accepted (a host name of 253 characters and a port).
+MAX_ADDRESS_LENGTH = 260
 
 
 @record
@@ -36,6 +40,14 @@ class NodeRef(Record):
 
     id: int
     addr: str
+
+    def __post_init__(self) -> None:
+        # Peers send NodeRefs; refuse ones no ring could hold (decoding turns this
+        # ValueError into a MessageError blaming the peer).
+        if not 0 <= self.id < 1 << MAX_ID_BITS:
+            raise ValueError(f"node id {self.id} is outside the ring")
+        if not 0 < len(self.addr) <= MAX_ADDRESS_LENGTH:
+            raise ValueError(f"node address must be 1..{MAX_ADDRESS_LENGTH} characters")
 
 
 class KbrHost(Protocol):
