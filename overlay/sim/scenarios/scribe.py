@@ -22,9 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from chord.node import ChordNode
 from overlay.core.ids import hash_id
 from overlay.sim.engine import Simulator
 from overlay.sim.network import NetworkConfig
+from overlay.sim.scenarios.chord import ChordScenario
+from overlay.sim.scenarios.chord_world import ChordWorld
 from overlay.sim.scenarios.flood import FILTER_MIX, random_event
 from overlay.sim.scenarios.trace_check import TraceCheck
 from scribe import ScribeApp, ScribeConfig
@@ -55,6 +58,44 @@ class Ring(Protocol):
         ...
 
 
+@dataclass
+class ChordRing:
+    """A Chord ring as the Chord scenario forms it (its ``ChordWorld``): ``oracle``
+    bootstrap installs correct tables at once; ``join`` lets node i join through a random
+    earlier node at ``i * join_spacing`` seconds. Ready after the Chord scenario's warm-up
+    (20 stabilize periods after the last join) unless ``warmup`` says otherwise."""
+
+    bootstrap: str = "oracle"
+    stabilize_interval: float = 5.0
+    bits: int = 128
+    successors: int = 8
+    join_spacing: float = 0.1
+    warmup: float | None = None
+    ready_at: float = 0.0
+    world: ChordWorld | None = None
+
+    def build(self, sim: Simulator, count: int,
+              app_factory: Callable[[Any], ScribeApp]) -> list[RingNode]:
+        chord = ChordScenario(nodes=count, duration=math.inf, bootstrap=self.bootstrap,
+                              stabilize_interval=self.stabilize_interval, bits=self.bits,
+                              successors=self.successors, join_spacing=self.join_spacing,
+                              warmup=self.warmup)
+        self.ready_at = chord.ready_at
+        self.world = world = ChordWorld(sim, chord.chord_config(), app_factory)
+        if self.bootstrap == "oracle":
+            return list(world.bootstrap_oracle(count))
+        nodes = [world.spawn() for _ in range(count)]
+        world.create(nodes[0])
+        for i in range(1, count):
+            seed = nodes[sim.rng.randrange(i)]
+            sim.at(i * self.join_spacing, lambda n=nodes[i], s=seed: world.join(n, s))
+        return list(nodes)
+
+    def crash(self, sim: Simulator, node: RingNode) -> None:
+        assert self.world is not None and isinstance(node, ChordNode)
+        self.world.crash(node)
+
+
 @dataclass(frozen=True)
 class ScribeScenario:
     nodes: int = 200
@@ -74,8 +115,11 @@ class ScribeScenario:
     crash_at: float | None = None
     subscribe_window: float = 5.0
     settle: float = 5.0
+    #: Seconds of publishing, when ``duration`` does not set the end of the run.
     publish_window: float = 40.0
     drain: float = 10.0
+    #: End of the run in simulated seconds (publishing stops ``drain`` before it).
+    duration: float | None = None
     heartbeat_interval: float = 1.0
     #: Share of messages the network loses.
     loss: float = 0.0
@@ -126,8 +170,14 @@ class _Timeline:
     def of(scenario: ScribeScenario, ready_at: float) -> _Timeline:
         publish_from = ready_at + scenario.subscribe_window + scenario.settle
         publish_until = publish_from + scenario.publish_window
+        if scenario.duration is not None:
+            publish_until = scenario.duration - scenario.drain
+            if publish_until <= publish_from:
+                raise ValueError(f"publishing starts at {publish_from:g} s (ring ready, "
+                                 f"subscriptions made, settled) but must end by "
+                                 f"{publish_until:g} s: raise the duration")
         crash_at = scenario.crash_at if scenario.crash_at is not None else \
-            publish_from + scenario.publish_window / 4
+            publish_from + (publish_until - publish_from) / 4
         return _Timeline(ready_at, publish_from, publish_until, crash_at,
                          publish_until + scenario.drain)
 
