@@ -15,6 +15,13 @@ EXAMPLES = """examples:
   overlay sim --nodes 500 --churn 0.05 --stabilize-interval 30 --lookups 3000 --duration 3600
   overlay sim --nodes 200 --duration 120 --trace-dir runs/chord/traces
 Prints one JSON line: nodes, lookups, ok_rate, hops_mean, hops_p99, wall_s and more.
+
+publish/subscribe (Scribe trees on the ring; --topics switches it on):
+  overlay sim --nodes 1000 --bootstrap oracle --topics 20 --subscribers 50 --publishes 1000
+  overlay sim --nodes 200 --topics 4 --publishes 300 --groups 0.3 --max-children 4
+  overlay sim --nodes 200 --topics 4 --publishes 300 --crash 0.1 --crash-roots 2
+Prints one JSON line computed from the trace files: delivery_ratio, false_deliveries,
+duplicates, tree_depth_mean, tree_depth_max, forwards_per_delivery and more.
 """
 
 
@@ -52,10 +59,13 @@ def register(subparsers: Any) -> None:
                         help="lookups start at T (default: 20 stabilize periods after the "
                         "last join)")
     parser.add_argument("--run-id", help="run id written in every trace record")
+    add_pubsub_options(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.topics:
+        return run_pubsub(args)
     from overlay.sim.scenarios.chord import ChordScenario, run_chord
 
     try:
@@ -69,5 +79,54 @@ def run(args: argparse.Namespace) -> int:
         print(f"overlay sim: {exc}", file=sys.stderr)
         return 2
     summary = run_chord(scenario, args.trace_dir, run_id=args.run_id)
+    print(json.dumps(summary, separators=(",", ":")))
+    return 0
+
+
+# -- publish/subscribe (Scribe) runs -----------------------------------------------------------
+
+
+def add_pubsub_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "publish/subscribe", "Scribe topic trees on the ring, measured from the trace files "
+        "(--topics switches this on; --crash, --crash-at, --loss, --duration, --bootstrap "
+        "and the ring options apply too)")
+    group.add_argument("--topics", type=int, default=0, metavar="T",
+                       help="topics, named topic-0..topic-{T-1} (default 0: no pub/sub run)")
+    group.add_argument("--subscribers", type=int, default=50, metavar="K",
+                       help="subscriptions per topic on random nodes, filters from a built-in "
+                       "mix that includes empty filters (default 50)")
+    group.add_argument("--publishes", type=int, default=200, metavar="P",
+                       help="events with random attributes from random nodes (default 200)")
+    group.add_argument("--groups", type=float, default=0.0, metavar="FRACTION",
+                       help="share of subscriptions in anycast groups g0..g2 (default 0)")
+    group.add_argument("--max-children", type=int, metavar="C",
+                       help="children per node and topic before new ones are pushed down")
+    group.add_argument("--no-summaries", action="store_true",
+                       help="send events down every tree edge (no filter summaries)")
+    group.add_argument("--crash-roots", type=int, default=1, metavar="N",
+                       help="topics whose root is among the --crash victims (default 1)")
+
+
+def run_pubsub(args: argparse.Namespace) -> int:
+    from overlay.sim.scenarios.scribe import ChordRing, ScribeScenario, run_scribe
+
+    if args.lookups or args.churn:
+        print("overlay sim: --lookups and --churn are not part of a --topics run",
+              file=sys.stderr)
+        return 2
+    try:
+        scenario = ScribeScenario(
+            nodes=args.nodes, topics=args.topics, subscribers=args.subscribers,
+            publishes=args.publishes, groups=args.groups, max_children=args.max_children,
+            summaries=not args.no_summaries, crash=args.crash, crash_roots=args.crash_roots,
+            crash_at=args.crash_at, loss=args.loss, duration=args.duration, seed=args.seed)
+        ring = ChordRing(bootstrap=args.bootstrap, stabilize_interval=args.stabilize_interval,
+                         bits=args.bits, successors=args.successors,
+                         join_spacing=args.join_spacing, warmup=args.warmup)
+        summary = run_scribe(scenario, ring, args.trace_dir, run_id=args.run_id)
+    except ValueError as exc:
+        print(f"overlay sim: {exc}", file=sys.stderr)
+        return 2
     print(json.dumps(summary, separators=(",", ":")))
     return 0
