@@ -24,8 +24,10 @@ class ChordConfig:
     #: Each period is drawn uniformly from interval * [1 - jitter, 1 + jitter], so that
     #: nodes started together do not stabilize in lockstep.
     jitter: float = 0.5
-    #: How long an RPC waits for its reply before its peer counts as failed.
-    rpc_timeout: float = 2.0
+    #: How long an RPC waits for its answer before it is sent again, and how many times
+    #: it is sent before its peer counts as failed (a lost message is not a failure).
+    rpc_timeout: float = 1.0
+    rpc_attempts: int = 3
     #: Pause before a join that failed is tried again (through the next seed).
     join_retry: float = 2.0
     #: Period of the probe that lets rings split by a partition find each other again:
@@ -45,8 +47,10 @@ class ChordConfig:
     def __post_init__(self) -> None:
         if not 1 <= self.bits <= DEFAULT_ID_BITS:
             raise ValueError(f"bits must be within 1..{DEFAULT_ID_BITS}, got {self.bits}")
-        if self.successors < 1 or self.remember_max < 0 or self.max_hops < 1:
-            raise ValueError("successors and max_hops must be >= 1, remember_max >= 0")
+        if self.successors < 1 or self.rpc_attempts < 1 or self.max_hops < 1:
+            raise ValueError("successors, rpc_attempts and max_hops must be >= 1")
+        if self.remember_max < 0:
+            raise ValueError("remember_max must be >= 0")
         for name in ("stabilize_interval", "fix_fingers_interval", "check_predecessor_interval",
                      "rpc_timeout", "join_retry", "merge_interval", "route_timeout"):
             if not getattr(self, name) > 0:

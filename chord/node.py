@@ -69,7 +69,8 @@ class ChordNode(CoreBase):
         self.rng = rng
         self.app = app
         self.timers = Timers()
-        self.calls = Calls(self.timers, config.rpc_timeout, self.send, self.peer_failed)
+        self.calls = Calls(self.timers, config.rpc_timeout, config.rpc_attempts, self.send,
+                           self.peer_failed)
         self.successors = SuccessorList(self.local, config.successors, self.ring_size)
         self.fingers = FingerTable(self.local, config.bits)
         self.pred: NodeRef | None = None
@@ -222,7 +223,7 @@ class ChordNode(CoreBase):
                 if type(name) is tuple:
                     kind, rid = name
                     if kind == "rpc":
-                        self.calls.fail(now, rid)
+                        self.calls.timed_out(now, rid)
                     else:
                         self.router.on_timeout(now, rid)
                 else:

@@ -59,7 +59,8 @@ def test_a_lookup_routes_around_a_dead_node_by_asking_again() -> None:
 
 
 def test_a_lookup_ends_failed_when_nobody_answers() -> None:
-    a = in_ring(A, pred=None, successors=[B], rpc_timeout=1.0, stabilize_interval=100.0)
+    a = in_ring(A, pred=None, successors=[B], rpc_timeout=1.0, rpc_attempts=1,
+                stabilize_interval=100.0)
     a.lookup(1.0, D.id, tag=7)
     assert sends(a.drain_effects()) == [(B.addr, FindSuccessor(2, D.id))]  # 1: a stabilize
     a.on_timer(2.0)  # B is silent and dropped; A knows nobody else now: it owns the key

@@ -80,6 +80,7 @@ class ChordScenario:
 @dataclass
 class LookupRecord:
     started: float
+    origin: str
     ended: float | None = None
     hops: int = 0
     owner: NodeRef | None = None
@@ -149,7 +150,7 @@ def _start_lookup(run: _Run) -> None:
     origin = members[sim.rng.randrange(len(members))]
     key = sim.rng.getrandbits(run.scenario.bits)
     tag = len(run.records)
-    run.records.append(LookupRecord(sim.now))
+    run.records.append(LookupRecord(sim.now, origin.address))
     sim.invoke(origin.address, lambda core, now: core.lookup(now, key, tag=tag))
 
 
@@ -236,12 +237,16 @@ def nearest_rank(ordered: list[int], q: float) -> int | None:
 
 def summarize(run: _Run) -> dict[str, Any]:
     scenario, world = run.scenario, run.world
-    summary: dict[str, Any] = {"nodes": scenario.nodes, **lookup_stats(run.records)}
+    # A lookup whose origin failed before it ended has nobody left to answer to.
+    orphaned = [r for r in run.records if r.ended is None and not run.sim.alive(r.origin)]
+    records = [r for r in run.records if r not in orphaned]
+    summary: dict[str, Any] = {"nodes": scenario.nodes, **lookup_stats(records)}
     summary.update(
         half_log2_n=round(0.5 * math.log2(scenario.nodes), 3) if scenario.nodes > 1 else 0.0,
         live_nodes=len(world.live()),
         ring_errors=len(world.errors(fingers=False, limit=10**9)),
-        messages=run.sim.stats.messages_sent, sim_events=run.sim.stats.events)
+        messages=run.sim.stats.messages_sent, sim_events=run.sim.stats.events,
+        orphaned_lookups=len(orphaned))
     if scenario.crash:
         assert scenario.crash_at is not None
         repaired = run.repaired_at
@@ -249,11 +254,11 @@ def summarize(run: _Run) -> dict[str, Any]:
         summary.update(crashed=run.crashed, repair_s=repair_s)
         end_of_repair = repaired if repaired is not None else math.inf
         summary["before_crash"] = lookup_stats(
-            [r for r in run.records if r.started < scenario.crash_at])
+            [r for r in records if r.started < scenario.crash_at])
         summary["during_repair"] = lookup_stats(
-            [r for r in run.records if scenario.crash_at <= r.started < end_of_repair])
+            [r for r in records if scenario.crash_at <= r.started < end_of_repair])
         summary["after_repair"] = lookup_stats(
-            [r for r in run.records if r.started >= end_of_repair])
+            [r for r in records if r.started >= end_of_repair])
     if scenario.churn:
         summary.update(churn_joins=run.joins, churn_failures=run.failures)
     return summary
