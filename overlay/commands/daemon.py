@@ -1,0 +1,67 @@
+"""``overlay daemon``: run one node (Chord over TCP) until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+EXAMPLES = """examples:
+  overlay daemon --bind 127.0.0.1:7400 --trace-dir traces           create a ring
+  overlay daemon --bind 127.0.0.1:0 --join 127.0.0.1:7400 --trace-dir traces
+  overlay daemon --bind 0.0.0.0:7400 --advertise 10.1.0.5:7400 --join 10.1.0.2:7400
+  overlay daemon --config /etc/overlay/overlay.toml
+When serving, prints one JSON line to stdout: {"event": "ready", "address", "node", "pid"}.
+SIGTERM or SIGINT: graceful leave (the neighbours take over), traces flushed, exit 0.
+"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "daemon", help="run a node: join the ring and serve",
+        description="Run one overlay node over TCP. Settings come from --config, then "
+        "OVERLAY_* environment variables, then these flags.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", type=Path, help="TOML config file")
+    parser.add_argument("--bind", help="HOST:PORT to listen on (port 0: any free port)")
+    parser.add_argument("--advertise", help="HOST:PORT other nodes reach us at "
+                        "(default: the bound address)")
+    parser.add_argument("--join", action="append", metavar="HOST:PORT",
+                        help="a node of the ring to join through (repeatable; none: create "
+                        "a ring)")
+    parser.add_argument("--trace-dir", help="write this node's trace records here")
+    parser.add_argument("--stabilize-interval", type=float, metavar="S",
+                        help="mean period of stabilize, fix_fingers, check_predecessor")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import trio
+
+    from overlay.runtime.config import build_config
+    from overlay.runtime.daemon import Daemon, run_until_signalled
+
+    config = build_config(args.config, os.environ, {
+        "bind": args.bind, "advertise": args.advertise, "seeds": args.join,
+        "trace_dir": args.trace_dir})
+    if args.stabilize_interval is not None:
+        period = args.stabilize_interval
+        config = dataclasses.replace(config, protocol={
+            **config.protocol, "stabilize_interval": period, "fix_fingers_interval": period,
+            "check_predecessor_interval": period})
+    logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    daemon = Daemon(config)
+
+    def ready(address: str) -> None:
+        assert daemon.node is not None
+        print(json.dumps({"event": "ready", "address": address, "node": daemon.node.node_hex,
+                          "pid": os.getpid()}), flush=True)
+
+    trio.run(run_until_signalled, daemon, ready)
+    return 0

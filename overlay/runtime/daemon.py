@@ -1,0 +1,194 @@
+"""The daemon: one node's Chord core (and the application plugged into it) on TCP.
+
+One trio nursery owns everything: the :class:`Transport`, the :class:`CoreDriver` feeding
+the core, the trace flusher (every second) and whatever services an extension adds. Start:
+bind, then join through the seeds (or create a ring when there are none). Stop
+(:meth:`Daemon.stop`, or SIGTERM/SIGINT through :func:`run_until_signalled`): graceful
+leave, which hands our keys over to the neighbours and writes ``node_down``; then the
+traces are flushed and :meth:`Daemon.run` returns.
+
+Extending it (the local API server of a later issue, an application core):
+
+- ``app_factory`` builds the :class:`~chord.kbr.KbrApplication` around the node
+  (``lambda node: ScribeApp(node)``); the driver then carries out its effects too;
+- ``services``: ``async def service(daemon)`` tasks started in the nursery once the
+  node serves, cancelled when it stops;
+- ``deliver_handlers`` / ``notice_handlers``: called with each ``Deliver`` / ``Notice``;
+- ``request_handlers``: transport-level requests by message type, answered at once
+  without the core (``chord.state_query`` is one);
+- :meth:`Daemon.call` runs ``fn(core, now)`` on the trio thread and carries out its
+  effects (what an API request does).
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import trio
+
+from chord.config import ChordConfig
+from chord.kbr import KbrApplication
+from chord.messages import RingState, StateQuery
+from chord.node import ChordNode
+from overlay.core.effects import Deliver, Notice
+from overlay.core.messages import Message
+from overlay.core.tracing import NodeTracer
+from overlay.runtime.config import ConfigError, DaemonConfig
+from overlay.runtime.crypto import load_key
+from overlay.runtime.driver import CoreDriver
+from overlay.runtime.transport import Inbound, Transport, TransportConfig, Unreachable
+
+T = TypeVar("T")
+AppFactory = Callable[[ChordNode], KbrApplication]
+Service = Callable[["Daemon"], Awaitable[None]]
+RequestHandler = Callable[[str, Message], Message | None]
+
+#: Inputs queued for the core before the transport stops reading (TCP then pushes back).
+INBOX_SIZE = 4096
+TRACE_FLUSH_INTERVAL = 1.0
+
+
+def chord_config(config: DaemonConfig) -> ChordConfig:
+    """The Chord settings of a daemon config's ``[protocol]`` table."""
+    try:
+        return ChordConfig.from_mapping(config.protocol)
+    except ValueError as exc:
+        raise ConfigError(f"[protocol]: {exc}") from None
+
+
+def transport_config(config: DaemonConfig) -> TransportConfig:
+    host, _, port = config.bind.rpartition(":")
+    key = None if config.cluster_key_file is None else load_key(config.cluster_key_file)
+    return TransportConfig(bind_host=host.strip("[]"), bind_port=int(port),
+                           advertised=config.advertise, cluster_key=key,
+                           max_frame=config.limits.max_frame,
+                           send_queue_frames=config.limits.peer_queue_frames,
+                           delay=config.peer_delay_ms / 1000.0)
+
+
+class Daemon:
+    def __init__(self, config: DaemonConfig, app_factory: AppFactory | None = None,
+                 rng: random.Random | None = None) -> None:
+        self.config = config
+        self.chord_config = chord_config(config)
+        self.app_factory = app_factory
+        self.rng = rng or random.Random()
+        self.services: list[Service] = []
+        self.deliver_handlers: list[Callable[[Deliver], None]] = []
+        self.notice_handlers: list[Callable[[Notice], None]] = []
+        self.request_handlers: dict[type[Message], RequestHandler] = {
+            StateQuery: self._answer_state_query}
+        self.node: ChordNode | None = None
+        self.driver: CoreDriver | None = None
+        self.tracer: NodeTracer | None = None
+        self.address: str | None = None
+        self._stop_requested = trio.Event()
+        self._left = trio.Event()
+        #: Set once :meth:`run` has returned (or failed).
+        self.stopped = trio.Event()
+
+    # -- running -----------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until :meth:`stop`; ``task_status.started`` gets our advertised address."""
+        send_channel, receive_channel = trio.open_memory_channel[Inbound | Unreachable](
+            INBOX_SIZE)
+        transport = Transport(transport_config(self.config), send_channel)
+        try:
+            async with trio.open_nursery() as nursery:
+                self.address = await nursery.start(transport.run)
+                node = self.node = ChordNode(self.address, self.rng, self.chord_config)
+                if self.app_factory is not None:
+                    node.app = self.app_factory(node)
+                if self.config.trace_dir is not None:
+                    self.tracer = NodeTracer(self.config.trace_dir, node.node_hex)
+                self.driver = CoreDriver(node, transport, self.tracer,
+                                         on_deliver=self._on_deliver,
+                                         on_notice=self._on_notice,
+                                         on_request=self._on_request)
+                nursery.start_soon(self.driver.run, receive_channel)
+                nursery.start_soon(self._flush_traces)
+                for service in self.services:
+                    nursery.start_soon(service, self)
+                self.call(lambda core, now: core.join(now, self.config.seeds))
+                task_status.started(self.address)
+                await self._stop_requested.wait()
+                await self._leave()
+                nursery.cancel_scope.cancel()
+        finally:
+            if self.tracer is not None:
+                self.tracer.close()
+            self.stopped.set()
+
+    def stop(self) -> None:
+        """Leave gracefully and return from :meth:`run` (safe to call more than once)."""
+        self._stop_requested.set()
+
+    def call(self, fn: Callable[[ChordNode, float], T]) -> T:
+        """Run ``fn(node, now)`` on the core and carry out its effects."""
+        if self.driver is None:
+            raise RuntimeError("the daemon is not running")
+        return self.driver.call(fn)
+
+    async def _leave(self) -> None:
+        cfg = self.chord_config
+        self.call(lambda core, now: core.leave(now))
+        # The core gives up on silent neighbours after its own RPC time-outs.
+        with trio.move_on_after(cfg.rpc_timeout * cfg.rpc_attempts + 1.0):
+            await self._left.wait()
+
+    async def _flush_traces(self) -> None:
+        while True:
+            await trio.sleep(TRACE_FLUSH_INTERVAL)
+            if self.tracer is not None:
+                self.tracer.flush()
+
+    # -- effects and requests ------------------------------------------------------------------
+
+    def _on_deliver(self, effect: Deliver) -> None:
+        for handler in self.deliver_handlers:
+            handler(effect)
+
+    def _on_notice(self, notice: Notice) -> None:
+        if notice.kind == "left":
+            self._left.set()
+        for handler in self.notice_handlers:
+            handler(notice)
+
+    def _on_request(self, src: str, msg: Message) -> Message | None:
+        handler = self.request_handlers.get(type(msg))
+        return None if handler is None else handler(src, msg)
+
+    def _answer_state_query(self, src: str, msg: Message) -> RingState:
+        assert self.node is not None
+        return self.node.state()
+
+
+async def run_until_signalled(daemon: Daemon, on_ready: Callable[[str], Any]) -> None:
+    """Run ``daemon`` until SIGTERM or SIGINT, then let it leave gracefully."""
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def stop_on_signal() -> None:
+                async for _ in signals:
+                    daemon.stop()
+                    return
+
+            nursery.start_soon(stop_on_signal)
+            on_ready(await nursery.start(daemon.run))
+            await daemon.stopped.wait()
+            nursery.cancel_scope.cancel()
+
+
+async def query_state(transport: Transport, address: str, timeout: float = 5.0) -> RingState:
+    """Ask the daemon at ``address`` for its ring state (tests, ring checks)."""
+    answer = await transport.request(address, StateQuery(), timeout=timeout)
+    if not isinstance(answer, RingState):
+        raise TypeError(f"{address} answered a state query with {type(answer).__name__}")
+    return answer
+
+
+__all__ = ["Daemon", "chord_config", "query_state", "run_until_signalled", "transport_config"]
