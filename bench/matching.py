@@ -1,18 +1,28 @@
 """Matching throughput: the index against one-by-one evaluation, and summary precision.
 
-Workload (seeded):
-- 10 attributes: s0..s5 strings with values drawn Zipf(1.2) from 1,000 values
-  ("v0".."v999"), n0..n3 numbers uniform in [0, 1000);
-- each subscription a conjunction of 1-3 predicates on distinct attributes: 80%
-  equality on a string attribute (value uniform over the 1,000), 20% a numeric range
-  (`n > c` with c in [980, 1000), `n < c` with c in [0, 20), or `n BETWEEN a AND a+w`
-  with w in [1, 20]); 5% of subscriptions are an OR of two such conjunctions;
-- events carry all 10 attributes.
-Reported: events/s for the index and for one-by-one evaluation (on a sample), the
-measured match rate, index memory (tracemalloc), add and remove cost, and the false-
-positive rate of a summary of N filters at its size bound.
+Workload (seeded, the same on every run):
+
+- 10 attributes per event: s0..s5 strings, values drawn Zipf(1.2) from 1,000 values
+  ("v0".."v999"); n0..n3 numbers uniform in [0, 1000);
+- each subscription a conjunction of 1-3 predicates on distinct attributes, each
+  predicate 80% an equality on a string attribute (value uniform over the 1,000:
+  subscribers name values evenly, events repeat the popular ones) and 20% a narrow
+  numeric range (``n > c`` with c in [980, 1000), ``n < c`` with c in [0, 20), or
+  ``n BETWEEN a AND a+w`` with w in [1, 20]); 5% of subscriptions are an OR of two
+  such conjunctions;
+- every event carries all 10 attributes.
+
+Reported per subscription count (1k, 10k, 100k): events/s through ``Index.match`` and
+through evaluating every filter (``Filter.matches``; on a sample of events), their
+ratio, the measured match rate (matches / (events x subscriptions)), the index's memory
+(tracemalloc, filters excluded), and the cost of ``add`` and ``remove`` per operation
+(10% of the subscriptions removed and added back). Then, for summaries at their size
+bound (64 exact filters; coarse beyond), of N subscriptions and of a merge of 10 such
+summaries: the false-positive rate (``Summary.precision``: yes answers on events no
+filter matches), the CBOR size and the build time.
 
 Run: .venv/bin/python bench/matching.py [--quick]
+(--quick: 1k and 10k subscriptions, fewer events, summaries up to 1,000 filters.)
 """
 
 from __future__ import annotations
@@ -24,74 +34,76 @@ import time
 import tracemalloc
 from pathlib import Path
 
+import cbor2
+
 # Run as a script, this file's folder comes first on sys.path, and this file's name
 # would hide the ``matching`` package it measures.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
 
-from matching import Index, Summary, parse  # noqa: E402
+from matching import Filter, Index, Summary, parse  # noqa: E402
 
 STRING_ATTRS = [f"s{i}" for i in range(6)]
 NUMBER_ATTRS = [f"n{i}" for i in range(4)]
 VALUES = 1000
-
-
-def zipf_weights(n: int, s: float = 1.2) -> list[float]:
-    return [1 / (k**s) for k in range(1, n + 1)]
+ZIPF_WEIGHTS = [1 / k**1.2 for k in range(1, VALUES + 1)]
+Event = dict[str, object]
 
 
 def conjunction(rng: random.Random) -> str:
-    count = rng.randint(1, 3)
     chosen: list[str] = []
-    while len(chosen) < count:
+    while len(chosen) < rng.randint(1, 3):
         attr = rng.choice(STRING_ATTRS if rng.random() < 0.8 else NUMBER_ATTRS)
         if attr not in chosen:
             chosen.append(attr)
     preds = []
     for attr in chosen:
         if attr.startswith("s"):
-            # Subscribers name values uniformly; events are Zipf (popular values are
-            # published often): this puts the match rate in the 0.1-1% band.
             preds.append(f"{attr} = 'v{rng.randrange(VALUES)}'")
+        elif (form := rng.randrange(3)) == 0:
+            preds.append(f"{attr} > {rng.uniform(980, 1000):.1f}")
+        elif form == 1:
+            preds.append(f"{attr} < {rng.uniform(0, 20):.1f}")
         else:
-            # Narrow ranges: thresholds in the outer 2% and windows of 1-20 units.
-            c = rng.uniform(0, 1000)
-            form = rng.randrange(3)
-            if form == 0:
-                preds.append(f"{attr} > {rng.uniform(980, 1000):.1f}")
-            elif form == 1:
-                preds.append(f"{attr} < {rng.uniform(0, 20):.1f}")
-            else:
-                preds.append(f"{attr} BETWEEN {c:.1f} AND {c + rng.uniform(1, 20):.1f}")
+            low = rng.uniform(0, 1000)
+            preds.append(f"{attr} BETWEEN {low:.1f} AND {low + rng.uniform(1, 20):.1f}")
     return " AND ".join(preds)
 
 
-def subscription(rng: random.Random, weights: list[float]) -> str:
-    # Mostly equality: draw attributes so that ~80% of predicates are string equality.
+def subscription(rng: random.Random) -> str:
     if rng.random() < 0.05:
         return f"({conjunction(rng)}) OR ({conjunction(rng)})"
     return conjunction(rng)
 
 
-def event(rng: random.Random, weights: list[float]) -> dict[str, object]:
-    attrs: dict[str, object] = {a: f"v{rng.choices(range(VALUES), weights)[0]}"
-                                for a in STRING_ATTRS}
+def event(rng: random.Random) -> Event:
+    attrs: Event = {a: f"v{rng.choices(range(VALUES), ZIPF_WEIGHTS)[0]}"
+                    for a in STRING_ATTRS}
     attrs.update({a: rng.uniform(0, 1000) for a in NUMBER_ATTRS})
     return attrs
 
 
-def run(count: int, events: int, sample: int, rng: random.Random, weights: list[float]) -> None:
-    texts = [subscription(rng, weights) for _ in range(count)]
-    parsed = [parse(t) for t in texts]
-    evs = [event(rng, weights) for _ in range(events)]
-
-    tracemalloc.start()
+def build(filters: list[Filter]) -> tuple[Index, float]:
     index = Index()
     start = time.perf_counter()
-    for key, f in enumerate(parsed):
+    for key, f in enumerate(filters):
         index.add(key, f)
-    add_us = (time.perf_counter() - start) / count * 1e6
-    memory = tracemalloc.get_traced_memory()[0]
+    return index, (time.perf_counter() - start) / len(filters) * 1e6
+
+
+def index_memory(filters: list[Filter]) -> int:
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    index, _ = build(filters)
+    used = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
+    del index
+    return used
+
+
+def measure_index(count: int, events: int, sample: int, rng: random.Random) -> None:
+    filters = [parse(subscription(rng)) for _ in range(count)]
+    evs = [event(rng) for _ in range(events)]
+    index, add_us = build(filters)
 
     start = time.perf_counter()
     matched = sum(len(index.match(e)) for e in evs)
@@ -99,49 +111,60 @@ def run(count: int, events: int, sample: int, rng: random.Random, weights: list[
 
     sample_evs = evs[:sample]
     start = time.perf_counter()
-    brute = [sum(f.matches(e) for f in parsed) for e in sample_evs]
+    one_by_one = [{k for k, f in enumerate(filters) if f.matches(e)} for e in sample_evs]
     brute_rate = len(sample_evs) / (time.perf_counter() - start)
-    assert brute == [len(index.match(e)) for e in sample_evs], "index disagrees"
+    assert one_by_one == [index.match(e) for e in sample_evs], "index disagrees"
 
+    removed = range(0, count, 10)
     start = time.perf_counter()
-    for key in range(0, count, 10):
+    for key in removed:
         index.remove(key)
-    remove_us = (time.perf_counter() - start) / len(range(0, count, 10)) * 1e6
-    print(f"{count:>7} subs: index {index_rate:>9,.0f} ev/s | one-by-one {brute_rate:>8,.1f} "
-          f"ev/s | x{index_rate / brute_rate:>6,.0f} | match rate "
-          f"{matched / events / count:.3%} | memory {memory / 2**20:6.1f} MiB | "
-          f"add {add_us:5.1f} us | remove {remove_us:5.1f} us")
+    remove_us = (time.perf_counter() - start) / len(removed) * 1e6
+    start = time.perf_counter()
+    for key in removed:
+        index.add(key, filters[key])
+    readd_us = (time.perf_counter() - start) / len(removed) * 1e6
+    assert one_by_one == [index.match(e) for e in sample_evs], "index disagrees after churn"
+
+    memory = index_memory(filters)
+    print(f"{count:>7,} subs | index {index_rate:>8,.0f} ev/s | one-by-one {brute_rate:>7,.1f} "
+          f"ev/s ({len(sample_evs)} ev) | x{index_rate / brute_rate:>5,.0f} | match rate "
+          f"{matched / events / count:.3%} | index memory {memory / 2**20:5.1f} MiB | add "
+          f"{add_us:4.1f} us (re-add {readd_us:4.1f}) | remove {remove_us:4.1f} us")
 
 
-def summary_precision(rng: random.Random, weights: list[float], n: int) -> None:
-    texts = [subscription(rng, weights) for _ in range(n)]
-    summary = Summary.of(texts)
-    parsed = [parse(t) for t in texts]
-    evs = [event(rng, weights) for _ in range(2000)]
-    truly = [any(f.matches(e) for f in parsed) for e in evs]
-    says = [summary.may_match(e) for e in evs]
-    assert all(s for s, t in zip(says, truly, strict=True) if t), "false negative"
-    negatives = sum(1 for t in truly if not t)
-    fp = sum(1 for s, t in zip(says, truly, strict=True) if s and not t)
-    bloom_bytes = sum(len(v) for v in summary.to_wire().get("eq", {}).values())
-    print(f"summary of {n:>6} filters (bound {summary.max_filters}, coarse={summary.coarse}): "
-          f"false-positive rate {fp / max(negatives, 1):.3f} over {negatives} non-matching "
-          f"events, {bloom_bytes} B of Bloom bits")
+def measure_summary(count: int, rng: random.Random) -> None:
+    texts = [subscription(rng) for _ in range(count)]
+    filters = [parse(t) for t in texts]
+    evs = [event(rng) for _ in range(2000)]
+    start = time.perf_counter()
+    summary = Summary.of(filters)
+    build_ms = (time.perf_counter() - start) * 1e3
+    start = time.perf_counter()
+    parts = [Summary.of(filters[i::10]) for i in range(10)]
+    merged = parts[0].merge(*parts[1:])
+    merge_ms = (time.perf_counter() - start) * 1e3
+    for name, s, ms in (("of", summary, build_ms), ("merge of 10", merged, merge_ms)):
+        p = s.precision(filters, evs)
+        assert p.false_negatives == 0, "a summary said no to a matching event"
+        shape = f"coarse, {len(s.filters)} exact" if s.coarse else f"{len(s.filters)} exact"
+        print(f"summary {name:<11} of {count:>7,} filters ({shape:<15}): false-positive rate "
+              f"{p.false_positive_rate:6.1%} over {p.events - p.matching:>4} non-matching events"
+              f" | {len(cbor2.dumps(s.to_wire())):>6,} B CBOR | built in {ms:7.1f} ms")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="a fast smoke run")
     args = parser.parse_args()
     rng = random.Random(7)
-    weights = zipf_weights(VALUES)
-    sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
-    for count in sizes:
-        run(count, 2000 if count < 100_000 else 5000, 20 if count >= 100_000 else 200, rng,
-            weights)
-    for n in (10, 64, 1000, 10_000):
-        summary_precision(rng, weights, n)
+    for count in [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]:
+        events = 1000 if args.quick else 5000
+        sample = {1_000: 200, 10_000: 50, 100_000: 10}[count]
+        measure_index(count, events, sample, rng)
+    for count in [64, 200, 1_000] if args.quick else [64, 200, 1_000, 10_000, 100_000]:
+        measure_summary(count, rng)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,34 @@
-"""Content-based matching: the filter language of FILTERS.md, a multi-filter index, and
-summaries of many filters for tree edges. Imports nothing of ours."""
+"""Content-based matching: the filter language of FILTERS.md, an index over many
+filters, and summaries of many filters for tree edges. Imports nothing of ours.
 
-from matching.errors import FilterLimitError, FilterSyntaxError, SummaryDecodeError
+- :func:`parse` turns text into a :class:`Filter` (``matches``, canonical ``str``);
+- :class:`Index` finds the filters an event matches without evaluating each;
+- :class:`Summary` stands for a set of filters in bounded space and never says no
+  when one of them would say yes.
+"""
+
+from matching.covering import covers
+from matching.errors import (
+    FilterLimitError,
+    FilterSyntaxError,
+    FilterTooDeepError,
+    FilterTooLongError,
+    InListTooLongError,
+    SummaryDecodeError,
+)
 from matching.index import Index
 from matching.parser import Filter, parse
-from matching.summary import Summary, covers
+from matching.summary import Precision, Summary
 
 __all__ = [
     "Filter",
     "FilterLimitError",
     "FilterSyntaxError",
+    "FilterTooDeepError",
+    "FilterTooLongError",
+    "InListTooLongError",
     "Index",
+    "Precision",
     "Summary",
     "SummaryDecodeError",
     "covers",

@@ -1,29 +1,36 @@
-"""Filter expressions: frozen, comparable nodes with SQL three-valued evaluation.
+"""Filter expressions: frozen, hashable nodes whose ``str`` is their canonical text.
 
-``evaluate(attrs)`` returns True, False or None (UNKNOWN). A predicate on a missing
-attribute, or between values of kinds that do not compare (a string and a number, a
-boolean and anything but a boolean), is UNKNOWN; NOT UNKNOWN is UNKNOWN. Booleans are
-never numbers here: ``TRUE = 1`` is UNKNOWN.
+Evaluation lives in :mod:`matching.evaluate`, which compiles these trees to closures.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass
 
 Value = str | int | float | bool
-Attrs = Mapping[str, Value]
+Kind = str  # "num", "str" or "bool"
 
-_MISSING = object()
+COMPARISONS = ("=", "<>", "!=", "<", "<=", ">", ">=")
+#: The comparison that is TRUE exactly when ``op`` is FALSE (and UNKNOWN when it is).
+NEGATED_COMPARISON = {"=": "<>", "<>": "=", "!=": "=", "<": ">=", "<=": ">", ">": "<=",
+                      ">=": "<"}
+#: ``lit op attr`` is ``attr MIRRORED[op] lit``.
+MIRRORED = {"=": "=", "<>": "<>", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
-def kind_of(value: object) -> str | None:
-    """'num', 'str' or 'bool'; None for anything else."""
+def kind_of(value: object) -> Kind | None:
+    """'num', 'str' or 'bool'; None for what compares with nothing (NaN, None, others).
+
+    Booleans are tested first because Python's ``bool`` is an ``int``: here they are
+    never numbers.
+    """
     if isinstance(value, bool):
         return "bool"
-    if isinstance(value, int | float):
+    if isinstance(value, int):
         return "num"
+    if isinstance(value, float):
+        return None if math.isnan(value) else "num"
     if isinstance(value, str):
         return "str"
     return None
@@ -45,15 +52,15 @@ class Attr:
         return self.name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Lit:
     value: Value
 
     def __str__(self) -> str:
         return literal_text(self.value)
 
+    # 1, 1.0 and TRUE are equal in Python but are different literals (and texts) here.
     def __eq__(self, other: object) -> bool:
-        # 1 and 1.0 and TRUE are different literals: compare kinds as well as values.
         return (isinstance(other, Lit) and type(self.value) is type(other.value)
                 and self.value == other.value)
 
@@ -64,39 +71,13 @@ class Lit:
 Operand = Attr | Lit
 
 
-def _operand(node: Operand, attrs: Attrs) -> object:
-    if isinstance(node, Lit):
-        return node.value
-    return attrs.get(node.name, _MISSING)
-
-
-_COMPARE = {
-    "=": lambda a, b: a == b, "<>": lambda a, b: a != b, "!=": lambda a, b: a != b,
-    "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
-}
-
-
-def compare(op: str, left: object, right: object) -> bool | None:
-    kl, kr = kind_of(left), kind_of(right)
-    if kl is None or kl != kr:
-        return None
-    if kl == "bool" and op not in ("=", "<>", "!="):
-        return None
-    return _COMPARE[op](left, right)
-
-
 class Expr:
-    def evaluate(self, attrs: Attrs) -> bool | None:
-        raise NotImplementedError
+    """Base of the expression nodes."""
 
 
 @dataclass(frozen=True)
 class Const(Expr):
     value: bool
-
-    def evaluate(self, attrs: Attrs) -> bool | None:
-        return self.value
 
     def __str__(self) -> str:
         return "TRUE" if self.value else "FALSE"
@@ -107,9 +88,6 @@ class Compare(Expr):
     left: Operand
     op: str
     right: Operand
-
-    def evaluate(self, attrs: Attrs) -> bool | None:
-        return compare(self.op, _operand(self.left, attrs), _operand(self.right, attrs))
 
     def __str__(self) -> str:
         return f"{self.left} {self.op} {self.right}"
@@ -122,13 +100,6 @@ class Between(Expr):
     high: Lit
     negated: bool = False
 
-    def evaluate(self, attrs: Attrs) -> bool | None:
-        value = attrs.get(self.attr.name, _MISSING)
-        if kind_of(value) != "num":
-            return None
-        inside = self.low.value <= value <= self.high.value  # type: ignore[operator]
-        return not inside if self.negated else inside
-
     def __str__(self) -> str:
         neg = "NOT " if self.negated else ""
         return f"{self.attr} {neg}BETWEEN {self.low} AND {self.high}"
@@ -140,37 +111,9 @@ class In(Expr):
     values: tuple[Lit, ...]
     negated: bool = False
 
-    def evaluate(self, attrs: Attrs) -> bool | None:
-        value = attrs.get(self.attr.name, _MISSING)
-        kind = kind_of(value)
-        if kind is None:
-            return None
-        comparable = False
-        for lit in self.values:
-            if kind_of(lit.value) == kind:
-                comparable = True
-                if lit.value == value:
-                    return not self.negated
-        if not comparable:  # every comparison UNKNOWN
-            return None
-        return self.negated
-
     def __str__(self) -> str:
         neg = "NOT " if self.negated else ""
         return f"{self.attr} {neg}IN ({', '.join(str(v) for v in self.values)})"
-
-
-def like_regex(pattern: str, escape: str | None) -> re.Pattern[str]:
-    parts, i = [], 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if escape is not None and ch == escape and i + 1 < len(pattern):
-            parts.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        parts.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
-        i += 1
-    return re.compile("".join(parts), re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -179,17 +122,6 @@ class Like(Expr):
     pattern: str
     escape: str | None = None
     negated: bool = False
-    regex: re.Pattern[str] = field(init=False, compare=False, hash=False, repr=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "regex", like_regex(self.pattern, self.escape))
-
-    def evaluate(self, attrs: Attrs) -> bool | None:
-        value = attrs.get(self.attr.name, _MISSING)
-        if not isinstance(value, str):
-            return None
-        hit = self.regex.fullmatch(value) is not None
-        return not hit if self.negated else hit
 
     def __str__(self) -> str:
         neg = "NOT " if self.negated else ""
@@ -202,10 +134,6 @@ class IsNull(Expr):
     attr: Attr
     negated: bool = False
 
-    def evaluate(self, attrs: Attrs) -> bool | None:
-        missing = self.attr.name not in attrs
-        return not missing if self.negated else missing
-
     def __str__(self) -> str:
         return f"{self.attr} IS {'NOT ' if self.negated else ''}NULL"
 
@@ -213,10 +141,6 @@ class IsNull(Expr):
 @dataclass(frozen=True)
 class Not(Expr):
     operand: Expr
-
-    def evaluate(self, attrs: Attrs) -> bool | None:
-        value = self.operand.evaluate(attrs)
-        return None if value is None else not value
 
     def __str__(self) -> str:
         inner = str(self.operand)
@@ -227,16 +151,6 @@ class Not(Expr):
 class And(Expr):
     operands: tuple[Expr, ...]
 
-    def evaluate(self, attrs: Attrs) -> bool | None:
-        result: bool | None = True
-        for operand in self.operands:
-            value = operand.evaluate(attrs)
-            if value is False:
-                return False
-            if value is None:
-                result = None
-        return result
-
     def __str__(self) -> str:
         return " AND ".join(f"({o})" if isinstance(o, Or) else str(o) for o in self.operands)
 
@@ -245,29 +159,6 @@ class And(Expr):
 class Or(Expr):
     operands: tuple[Expr, ...]
 
-    def evaluate(self, attrs: Attrs) -> bool | None:
-        result: bool | None = False
-        for operand in self.operands:
-            value = operand.evaluate(attrs)
-            if value is True:
-                return True
-            if value is None:
-                result = None
-        return result
-
     def __str__(self) -> str:
+        # Parentheses around an AND are not needed (AND binds tighter) but help a reader.
         return " OR ".join(f"({o})" if isinstance(o, And) else str(o) for o in self.operands)
-
-
-def predicate_attrs(expr: Expr) -> set[str]:
-    """Names of every attribute the expression reads."""
-    if isinstance(expr, Compare):
-        return {o.name for o in (expr.left, expr.right) if isinstance(o, Attr)}
-    if isinstance(expr, Between | In | Like | IsNull):
-        return {expr.attr.name}
-    if isinstance(expr, Not):
-        return predicate_attrs(expr.operand)
-    if isinstance(expr, And | Or):
-        return set().union(*(predicate_attrs(o) for o in expr.operands))
-    return set()
-

@@ -43,7 +43,8 @@ def tokenize(text: str) -> list[Token]:
             while True:
                 k = text.find("'", j)
                 if k < 0:
-                    raise FilterSyntaxError("unterminated string", i)
+                    raise FilterSyntaxError("expected a closing quote, found the end of the "
+                                            "filter (unterminated string)", i)
                 parts.append(text[j:k])
                 if k + 1 < n and text[k + 1] == "'":
                     parts.append("'")
@@ -53,17 +54,17 @@ def tokenize(text: str) -> list[Token]:
                 i = k + 1
                 break
             continue
-        if ch.isdigit() or (ch == "-" and i + 1 < n and text[i + 1].isdigit()):
-            number = _NUMBER.match(text, i)
-            assert number is not None
+        number = _NUMBER.match(text, i)
+        if number:
             raw = number.group()
             is_float = any(c in raw for c in ".eE")
-            value: object = float(raw) if is_float else int(raw)
+            # ``+ 0.0`` turns -0.0 into 0.0: one number, one canonical text.
+            value: object = float(raw) + 0.0 if is_float else int(raw)
             if is_float and value in (float("inf"), float("-inf")):
-                raise FilterSyntaxError(f"number {raw} is out of range", i)
+                raise FilterSyntaxError(f"expected a finite number, found {raw}", i)
             end = number.end()
             if end < n and (text[end].isalnum() or text[end] in "_."):
-                raise FilterSyntaxError(f"malformed number {text[i:end + 1]!r}", i)
+                raise FilterSyntaxError(f"expected a number, found {text[i:end + 1]!r}", i)
             tokens.append(Token("num", raw, i, value))
             i = end
             continue
@@ -82,6 +83,6 @@ def tokenize(text: str) -> list[Token]:
                 i += len(op)
                 break
         else:
-            raise FilterSyntaxError(f"unexpected character {ch!r}", i)
+            raise FilterSyntaxError(f"expected a token, found unexpected character {ch!r}", i)
     tokens.append(Token("end", "", n))
     return tokens

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from matching.ast import (
+    COMPARISONS,
     And,
     Attr,
     Between,
@@ -21,26 +23,43 @@ from matching.ast import (
     Value,
     kind_of,
 )
-from matching.errors import FilterLimitError, FilterSyntaxError
+from matching.errors import (
+    FilterSyntaxError,
+    FilterTooDeepError,
+    FilterTooLongError,
+    InListTooLongError,
+)
+from matching.evaluate import Test, always, compile_expr, like_parts
 from matching.lexer import Token, tokenize
 
 MAX_FILTER_CHARS = 4096
 MAX_DEPTH = 64
 MAX_IN_ITEMS = 1024
-COMPARISONS = ("=", "<>", "!=", "<", "<=", ">", ">=")
 
 
 @dataclass(frozen=True)
 class Filter:
-    """A parsed filter; ``expr`` None is the empty filter, which matches every event."""
+    """A parsed filter; ``expr`` None is the empty filter, which matches every event.
+
+    Equal filters have equal canonical texts (``str``), which parse back to them."""
 
     expr: Expr | None
+    _is_true: Test = field(init=False, compare=False, hash=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_is_true", always if self.expr is None
+                           else compile_expr(self.expr))
 
     def matches(self, attrs: Mapping[str, Value]) -> bool:
-        return self.expr is None or self.expr.evaluate(attrs) is True
+        """True only when the whole filter is TRUE (not FALSE, not UNKNOWN)."""
+        return self._is_true(attrs)
 
     def __str__(self) -> str:
         return "" if self.expr is None else str(self.expr)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The compiled closure does not pickle; the canonical text does.
+        return (parse, (str(self),))
 
 
 def _flatten(operands: list[Expr], kind: type[And] | type[Or]) -> tuple[Expr, ...]:
@@ -89,7 +108,8 @@ class _Parser:
     def nest(self, pos: int) -> None:
         self.depth += 1
         if self.depth > MAX_DEPTH:
-            raise FilterLimitError(f"filter nests deeper than {MAX_DEPTH} levels", pos)
+            raise FilterTooDeepError(f"expected at most {MAX_DEPTH} levels of parentheses "
+                                     f"and NOT, found one more", pos)
 
     # or_expr := and_expr (OR and_expr)*
     def or_expr(self) -> Expr:
@@ -188,13 +208,16 @@ class _Parser:
         op_tok = self.take()
         right = self.operand(f"'{op_tok.text}'")
         if isinstance(left, Lit) and isinstance(right, Lit):
-            raise FilterSyntaxError("a comparison needs an attribute on one side", start.pos)
+            raise FilterSyntaxError("expected an attribute on one side of the comparison, "
+                                    "found two literals (a comparison needs an attribute)",
+                                    start.pos)
         for side in (left, right):
             if isinstance(side, Lit) and kind_of(side.value) == "bool" and op_tok.text not in (
                 "=", "<>", "!="
             ):
-                raise FilterSyntaxError(f"booleans support only =, <>, != (found "
-                                        f"'{op_tok.text}')", op_tok.pos)
+                raise FilterSyntaxError(f"expected =, <> or != with a boolean (booleans "
+                                        f"support only those), found '{op_tok.text}'",
+                                        op_tok.pos)
         return Compare(left, op_tok.text, right)
 
     def in_list(self, attr: Attr, negated: bool) -> Expr:
@@ -202,9 +225,10 @@ class _Parser:
         self.expect_op("(", "IN")
         values = [Lit(self.literal("'('"))]
         while self.is_op(","):
-            comma = self.take()
-            if len(values) >= MAX_IN_ITEMS:
-                raise FilterLimitError(f"IN list longer than {MAX_IN_ITEMS} items", comma.pos)
+            self.take()
+            if len(values) == MAX_IN_ITEMS:
+                raise InListTooLongError(f"expected at most {MAX_IN_ITEMS} items in an IN "
+                                         f"list, found item {MAX_IN_ITEMS + 1}", self.tok.pos)
             values.append(Lit(self.literal("','")))
         self.expect_op(")", "the IN list")
         return In(attr, tuple(values), negated)
@@ -213,7 +237,8 @@ class _Parser:
         self.take()
         if self.tok.kind != "str":
             self.fail("a string after LIKE")
-        pattern = str(self.take().value)
+        pattern_tok = self.take()
+        pattern = str(pattern_tok.value)
         escape = None
         if self.is_kw("ESCAPE"):
             self.take()
@@ -222,7 +247,14 @@ class _Parser:
                 self.fail("a string after ESCAPE")
             escape = str(self.take().value)
             if len(escape) != 1:
-                raise FilterSyntaxError("ESCAPE takes exactly one character", tok.pos)
+                raise FilterSyntaxError(f"expected exactly one character after ESCAPE, found "
+                                        f"{len(escape)}", tok.pos)
+        try:
+            like_parts(pattern, escape)
+        except ValueError as exc:
+            raise FilterSyntaxError(f"expected a character after the escape character, "
+                                    f"found the end of the LIKE pattern ({exc})",
+                                    pattern_tok.pos) from None
         return Like(attr, pattern, escape, negated)
 
 
@@ -231,8 +263,8 @@ def parse(text: str) -> Filter:
     if not isinstance(text, str):
         raise TypeError("a filter is text")
     if len(text) > MAX_FILTER_CHARS:
-        raise FilterLimitError(f"filter longer than {MAX_FILTER_CHARS} characters",
-                               MAX_FILTER_CHARS)
+        raise FilterTooLongError(f"expected at most {MAX_FILTER_CHARS} characters, found "
+                                 f"{len(text)}", MAX_FILTER_CHARS)
     parser = _Parser(text)
     if parser.tok.kind == "end":
         return Filter(None)

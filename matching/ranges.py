@@ -1,78 +1,146 @@
-"""Numeric interval stabbing per attribute: which stored intervals contain a value.
+"""Interval stabbing per attribute: which stored ranges contain a value.
 
-Three sorted lists per attribute. Lower-bound-only intervals (``x > c``) that contain
-``v`` form a prefix of the list sorted by bound; upper-bound-only ones (``x < c``) a
-prefix of the list sorted by negated bound; bounded intervals are sorted by their low
-end and scanned back no further than the widest of them reaches. Adding and removing
-are a bisection each.
+One table holds ranges of one kind (numbers, or strings). Per attribute:
+
+- ranges bounded below only (``x > c``) that contain ``v`` form a prefix of the list
+  sorted by bound, so one bisection finds them all;
+- ranges bounded above only (``x < c``) form a suffix of theirs;
+- bounded ranges (numbers only) are grouped by width class (powers of two), each group
+  sorted by low end; a group is scanned back from ``v`` no further than its widest
+  member reaches. Members of a group are at least half as wide as the widest, so most
+  of what is scanned is a hit: one very wide range does not slow the others down.
+
+Each sorted list keeps its bounds, full keys and items in parallel lists: bisection
+runs on plain numbers, and a prefix or suffix of hits is copied at C speed. Adding and
+removing is a bisection and a list insert or delete.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections import defaultdict
+import math
 from collections.abc import Hashable
-from typing import NamedTuple
+from dataclasses import dataclass, field
+
+from matching.access import Range
 
 
-class Interval(NamedTuple):
-    attr: str
-    low: float | None
-    low_inclusive: bool
-    high: float | None
-    high_inclusive: bool
+@dataclass
+class _Sorted:
+    #: (bound, flag, ...): the order; ``bounds[i]`` is ``keys[i][0]``.
+    keys: list[tuple] = field(default_factory=list)
+    bounds: list = field(default_factory=list)
+    items: list[Hashable] = field(default_factory=list)
+    #: Bounded groups: the widest member ever added (removals never shrink it: safe).
+    reach: float = 0.0
+
+    def insert(self, key: tuple, item: Hashable) -> None:
+        i = bisect.bisect_left(self.keys, key)
+        self.keys.insert(i, key)
+        self.bounds.insert(i, key[0])
+        self.items.insert(i, item)
+
+    def delete(self, key: tuple) -> None:
+        i = bisect.bisect_left(self.keys, key)
+        if i < len(self.keys) and self.keys[i] == key:
+            del self.keys[i], self.bounds[i], self.items[i]
 
 
-Handle = tuple[str, str, tuple]
+@dataclass
+class _AttrRanges:
+    above: _Sorted = field(default_factory=_Sorted)  # keys (low, exclusive, seq)
+    below: _Sorted = field(default_factory=_Sorted)  # keys (high, inclusive, seq)
+    #: width class -> keys (low, low exclusive, high, high inclusive, seq)
+    bounded: dict[int, _Sorted] = field(default_factory=dict)
+
+    def is_empty(self) -> bool:
+        return not self.above.keys and not self.below.keys and not self.bounded
+
+
+Handle = tuple[str, str, int, tuple]
+
+
+def _width(low: float, high: float) -> float:
+    try:
+        return float(high) - float(low)
+    except OverflowError:  # integers beyond float range
+        return math.inf
+
+
+def _width_class(width: float) -> int:
+    return math.frexp(width)[1] if 0 < width < math.inf else (0 if width <= 0 else 10_000)
+
+
+def _reach_back(value: float, reach: float) -> float:
+    try:
+        return value - reach
+    except OverflowError:
+        return -math.inf
 
 
 class RangeTable:
     def __init__(self) -> None:
-        self._above: dict[str, list[tuple]] = defaultdict(list)
-        self._below: dict[str, list[tuple]] = defaultdict(list)
-        self._between: dict[str, list[tuple]] = defaultdict(list)
-        self._widest: dict[str, float] = defaultdict(float)
-        self._seq = 0
+        self._attrs: dict[str, _AttrRanges] = {}
+        self._seq = 0  # makes every key unique, so a removal finds exactly its entry
 
-    def add(self, interval: Interval, item: Hashable) -> Handle:
-        """Store ``item`` under ``interval``; returns the handle that removes it."""
+    def add(self, rng: Range, item: Hashable) -> Handle:
+        """Store ``item`` under ``rng``; returns the handle that removes it."""
         self._seq += 1
-        attr = interval.attr
-        if interval.high is None:
-            assert interval.low is not None
-            # ``not inclusive`` sorts an inclusive bound before an exclusive one.
-            entry: tuple = (interval.low, not interval.low_inclusive, self._seq, item)
-            kind = "above"
-        elif interval.low is None:
-            entry = (-interval.high, not interval.high_inclusive, self._seq, item)
-            kind = "below"
-        else:
-            self._widest[attr] = max(self._widest[attr], interval.high - interval.low)
-            entry = (interval.low, interval.high, self._seq, item)
-            kind = "between"
-        bisect.insort(self._table(kind)[attr], entry)
-        return (kind, attr, entry)
+        ranges = self._attrs.setdefault(rng.attr, _AttrRanges())
+        if rng.high is None:
+            assert rng.low is not None
+            # ``not inclusive`` sorts an inclusive bound first: it contains its bound.
+            key: tuple = (rng.low, not rng.low_inclusive, self._seq)
+            ranges.above.insert(key, item)
+            return ("above", rng.attr, 0, key)
+        if rng.low is None:
+            key = (rng.high, rng.high_inclusive, self._seq)
+            ranges.below.insert(key, item)
+            return ("below", rng.attr, 0, key)
+        assert rng.kind == "num", "only numeric ranges have both bounds"
+        width = _width(rng.low, rng.high)  # type: ignore[arg-type]
+        group = ranges.bounded.setdefault(_width_class(width), _Sorted())
+        group.reach = max(group.reach, width)
+        key = (rng.low, not rng.low_inclusive, rng.high, rng.high_inclusive, self._seq)
+        group.insert(key, item)
+        return ("bounded", rng.attr, _width_class(width), key)
 
     def remove(self, handle: Handle) -> None:
-        kind, attr, entry = handle
-        entries = self._table(kind)[attr]
-        i = bisect.bisect_left(entries, entry)
-        if i < len(entries) and entries[i] == entry:
-            del entries[i]
+        where, attr, group_class, key = handle
+        ranges = self._attrs[attr]
+        if where == "bounded":
+            ranges.bounded[group_class].delete(key)
+            if not ranges.bounded[group_class].keys:
+                del ranges.bounded[group_class]  # its reach goes with it
+        else:
+            (ranges.above if where == "above" else ranges.below).delete(key)
+        if ranges.is_empty():
+            del self._attrs[attr]
 
-    def _table(self, kind: str) -> dict[str, list[tuple]]:
-        return {"above": self._above, "below": self._below, "between": self._between}[kind]
-
-    def stab(self, attr: str, v: float, out: list[Hashable]) -> None:
-        """Append the item of every interval of ``attr`` that contains ``v``."""
-        above = self._above.get(attr)
-        if above:  # low < v, or low == v when inclusive
-            out.extend(entry[3] for entry in above[:bisect.bisect_left(above, (v, True))])
-        below = self._below.get(attr)
-        if below:  # high > v, or high == v when inclusive
-            out.extend(entry[3] for entry in below[:bisect.bisect_left(below, (-v, True))])
-        between = self._between.get(attr)
-        if between:
-            start = bisect.bisect_left(between, (v - self._widest[attr],))
-            end = bisect.bisect_right(between, (v, float("inf")))
-            out.extend(e[3] for e in between[start:end] if e[0] <= v <= e[1])
+    def stab(self, attr: str, value: object, out: list[Hashable]) -> None:
+        """Append the item of every range of ``attr`` that contains ``value``."""
+        ranges = self._attrs.get(attr)
+        if ranges is None:
+            return
+        above = ranges.above
+        if above.keys:  # low < value, or low == value and inclusive (sorted first)
+            bounds, keys = above.bounds, above.keys
+            end = bisect.bisect_left(bounds, value)
+            while end < len(bounds) and bounds[end] == value and not keys[end][1]:
+                end += 1
+            out.extend(above.items[:end])
+        below = ranges.below
+        if below.keys:  # high > value, or high == value and inclusive (sorted last)
+            bounds, keys = below.bounds, below.keys
+            start = bisect.bisect_right(bounds, value)
+            while start > 0 and bounds[start - 1] == value and keys[start - 1][1]:
+                start -= 1
+            out.extend(below.items[start:])
+        for group in ranges.bounded.values():
+            lows, keys = group.bounds, group.keys
+            start = bisect.bisect_left(lows, _reach_back(value, group.reach))  # type: ignore[arg-type]
+            for i in range(start, bisect.bisect_right(lows, value)):
+                low, low_exclusive, high, high_inclusive, _ = keys[i]
+                if (value < high or (high_inclusive and value == high)) and not (  # type: ignore[operator]
+                        low_exclusive and value == low):
+                    out.append(group.items[i])
