@@ -15,8 +15,9 @@ Runs:
               topics among them; figures for events published after the repair
   bound-C     the children bound C (FreePastry's LimitedScribePolicy), for each C given
 
-``--ring chord`` runs on the Chord core; ``--ring ideal`` on perfect finger tables (the
-oracle ring of the tests), which isolates Scribe from Chord's convergence.
+``--ring chord`` runs on the Chord core (tables installed correct at once, then 20 s of
+its maintenance; ``--bootstrap join`` forms the ring by joins); ``--ring ideal`` on
+perfect finger tables (the oracle ring of the tests), which isolates Scribe from Chord.
 
 Run: .venv/bin/python bench/scribe.py [--ring chord|ideal] [--nodes 1000] [--quick]
 """
@@ -34,19 +35,24 @@ from typing import Any
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from overlay.sim.scenarios.scribe import Ring, ScribeScenario, run_scribe  # noqa: E402
+from overlay.sim.scenarios.scribe import (  # noqa: E402
+    ChordRing,
+    Ring,
+    ScribeScenario,
+    run_scribe,
+)
 
 
-def make_ring(kind: str) -> Ring:
-    if kind == "ideal":
+def make_ring(args: argparse.Namespace) -> Ring:
+    if args.ring == "ideal":
         from tests.scribe.fakekbr import OracleRingBuilder
 
         return OracleRingBuilder()
-    raise SystemExit(f"unknown ring {kind!r}")
+    return ChordRing(bootstrap=args.bootstrap, warmup=args.warmup)
 
 
-def run(label: str, ring_kind: str, scenario: ScribeScenario) -> dict[str, Any]:
-    summary = run_scribe(scenario, make_ring(ring_kind))
+def run(label: str, args: argparse.Namespace, scenario: ScribeScenario) -> dict[str, Any]:
+    summary = run_scribe(scenario, make_ring(args))
     keys = ["delivery_ratio", "false_deliveries", "duplicates", "group_extra",
             "roots_per_topic_max", "topics_without_root", "detached", "tree_depth_mean",
             "tree_depth_max", "half_log2_n", "forwards_per_delivery", "expected",
@@ -65,6 +71,10 @@ def run(label: str, ring_kind: str, scenario: ScribeScenario) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ring", choices=["chord", "ideal"], default="chord")
+    parser.add_argument("--bootstrap", choices=["oracle", "join"], default="oracle",
+                        help="how the Chord ring forms (default: correct tables at once)")
+    parser.add_argument("--warmup", type=float, default=20.0,
+                        help="seconds of Chord maintenance before subscribing (default 20)")
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--topics", type=int, default=20)
     parser.add_argument("--subscribers", type=int, default=50)
@@ -81,12 +91,12 @@ def main() -> None:
     def variant(**changes: Any) -> ScribeScenario:
         return ScribeScenario(**{**base.__dict__, **changes})
 
-    run("base", args.ring, base)
-    run("no-summary", args.ring, variant(summaries=False))
-    run("groups", args.ring, variant(groups=0.3))
-    run("crash", args.ring, variant(crash=0.1, crash_roots=2))
+    run("base", args, base)
+    run("no-summary", args, variant(summaries=False))
+    run("groups", args, variant(groups=0.3))
+    run("crash", args, variant(crash=0.1, crash_roots=2))
     for bound in args.bounds:
-        run(f"bound-{bound}", args.ring, variant(max_children=bound))
+        run(f"bound-{bound}", args, variant(max_children=bound))
 
 
 if __name__ == "__main__":
