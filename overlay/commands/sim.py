@@ -22,6 +22,15 @@ publish/subscribe (Scribe trees on the ring; --topics switches it on):
   overlay sim --nodes 200 --topics 4 --publishes 300 --crash 0.1 --crash-roots 2
 Prints one JSON line computed from the trace files: delivery_ratio, false_deliveries,
 duplicates, tree_depth_mean, tree_depth_max, forwards_per_delivery and more.
+
+unstructured mode (gossip; --topics defaults to 4 there):
+  overlay sim --mode unstructured --strategy flood --nodes 500 --publishes 100
+  overlay sim --mode unstructured --strategy rumor --counter 2 --view full --nodes 1000
+  overlay sim --mode unstructured --strategy pbcast --loss 0.1 --nodes 300
+  overlay sim --mode unstructured --strategy blind-counter --fanout 2 --forward-limit 2
+  overlay sim --mode unstructured --strategy flood --selective --nodes 300
+Prints one JSON line from the trace files: delivery_ratio, coverage, messages per node,
+t99_s (time to reach 99% of nodes) and more.
 """
 
 
@@ -59,11 +68,19 @@ def register(subparsers: Any) -> None:
                         help="lookups start at T (default: 20 stabilize periods after the "
                         "last join)")
     parser.add_argument("--run-id", help="run id written in every trace record")
+    parser.add_argument("--mode", choices=("structured", "unstructured"), default="structured",
+                        help="structured: Chord (and Scribe with --topics); unstructured: "
+                        "gossip over a peer-sampling overlay (default structured)")
     add_pubsub_options(parser)
+    from overlay.sim.scenarios.gossip import add_gossip_arguments
+
+    add_gossip_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.mode == "unstructured":
+        return run_unstructured(args)
     if args.topics:
         return run_pubsub(args)
     from overlay.sim.scenarios.chord import ChordScenario, run_chord
@@ -79,6 +96,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"overlay sim: {exc}", file=sys.stderr)
         return 2
     summary = run_chord(scenario, args.trace_dir, run_id=args.run_id)
+    print(json.dumps(summary, separators=(",", ":")))
+    return 0
+
+
+def run_unstructured(args: argparse.Namespace) -> int:
+    from overlay.sim.scenarios.gossip import run_gossip_simulation
+
+    try:
+        summary = run_gossip_simulation(args)
+    except ValueError as exc:
+        print(f"overlay sim: {exc}", file=sys.stderr)
+        return 2
     print(json.dumps(summary, separators=(",", ":")))
     return 0
 

@@ -171,7 +171,7 @@ class HyParViewConfig:
     passive_walk: int = 3
     shuffle_active: int = 3
     shuffle_passive: int = 4
-    shuffle_walk: int = 6
+    shuffle_walk: int = 3
     #: A neighbour request without an answer after this many seconds counts as refused.
     request_timeout: float = 2.0
 

@@ -39,6 +39,8 @@ from overlay.gossip.sampling import ChangeFn, SendFn, sample_from
 
 
 class HyParView:
+    wants_rounds = True
+
     def __init__(self, address: str, rng: random.Random, config: HyParViewConfig,
                  send: SendFn, changed: ChangeFn) -> None:
         self.address = address
@@ -54,7 +56,8 @@ class HyParView:
         self._requests: dict[str, float] = {}
         #: Backups that refused a request since the last round (not asked again before).
         self._refused: set[str] = set()
-        #: Neighbours something was sent to since the last round (no heartbeat needed).
+        #: Neighbours something was sent to or heard from since the last round: no
+        #: heartbeat needed (one live direction per round tests a link).
         self._busy: set[str] = set()
         #: Passive entries sent in this node's last shuffle (replaced first by the reply).
         self._shuffled_out: tuple[str, ...] = ()
@@ -111,8 +114,8 @@ class HyParView:
             return
         self._fill(now)
 
-    def note_sent(self, dest: str) -> None:
-        self._busy.add(dest)
+    def note_traffic(self, peer: str) -> None:
+        self._busy.add(peer)
 
     def status(self) -> dict[str, Any]:
         return {"view": "hyparview", "active": list(self.active), "passive": len(self.passive)}

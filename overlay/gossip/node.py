@@ -64,8 +64,9 @@ from overlay.gossip.subscriptions import (
     expiry_time,
 )
 
-#: Timer names: the node's round, and the batched sending of interest adverts.
+#: Timer names: the node's round, forgetting old events, batched interest adverts.
 ROUND = "round"
+EXPIRE = "expire_events"
 ADVERTS = "adverts"
 
 
@@ -97,6 +98,10 @@ class GossipNode(CoreBase):
         self.repair = DigestRepair(self)
         self.strategy = make_strategy(self, config.strategy)
         self.started = False
+        #: Rounds run at times ``phase + k * round_interval`` (a random phase per node,
+        #: or 0 with aligned rounds), and only while the view or the strategy has
+        #: periodic work: ten thousand idle nodes cost no events.
+        self._phase = 0.0
         s = self.strategy
         self._handlers: dict[type[Message], Callable[[float, str, Any], None]] = {
             Event: s.on_event, Rumor: s.on_rumor, Feedback: s.on_feedback,
@@ -111,11 +116,10 @@ class GossipNode(CoreBase):
         if self.started:
             raise LocalProtocolError("the node is already started")
         self.started = True
+        self._phase = 0.0 if self.config.aligned_rounds \
+            else self.rng.uniform(0, self.config.round_interval)
         self.peers.start(now, seeds)
-        interval = self.config.round_interval
-        first = (math.floor(now / interval) + 1) * interval if self.config.aligned_rounds \
-            else now + self.rng.uniform(0, interval)
-        self.timers.set(ROUND, first)
+        self._wake(now)
         self._schedule_adverts(now)
 
     def subscribe(self, now: float, topic: str, filter_text: str, sub_id: int,
@@ -172,6 +176,7 @@ class GossipNode(CoreBase):
             held = HeldEvent(body, 0, now)
             self._hold(held)
             self.strategy.publish(now, held)
+            self._wake(now)
         self.notice("published", topic=topic, msg_id=msg_id, seq=None)
         return msg_id
 
@@ -185,9 +190,11 @@ class GossipNode(CoreBase):
     # -- driver inputs ---------------------------------------------------------------------------
 
     def on_message(self, now: float, src: str, msg: Message) -> None:
+        self.peers.note_traffic(src)
         handler = self._handlers.get(type(msg))
         if handler is not None:
             handler(now, src, msg)
+            self._wake(now)
         elif self.peers.on_message(now, src, msg):
             self._schedule_adverts(now)
 
@@ -195,6 +202,8 @@ class GossipNode(CoreBase):
         for name in self.timers.pop_due(now):
             if name == ROUND:
                 self._round(now)
+            elif name == EXPIRE:
+                self._expire_events(now)
             elif name == ADVERTS:
                 self._send_adverts()
             elif isinstance(name, tuple) and name[0] == "expire":
@@ -211,7 +220,7 @@ class GossipNode(CoreBase):
     # -- what strategies use -------------------------------------------------------------------
 
     def send(self, dest: str, msg: Message) -> None:
-        self.peers.note_sent(dest)
+        self.peers.note_traffic(dest)
         super().send(dest, msg)
 
     def accept(self, now: float, src: str, body: EventBody, hop: int,
@@ -273,6 +282,8 @@ class GossipNode(CoreBase):
         forgotten = self.store.add(held)
         if forgotten:
             self.strategy.forget(forgotten)
+        if EXPIRE not in self.timers:
+            self.timers.set(EXPIRE, held.first_seen + self.config.memory)
         body = held.body
         for sub in self.subs.matching(body.topic, body.attrs):
             self.trace("deliver", topic=body.topic, msg_id=body.msg_id, sub=sub.sub_id,
@@ -281,15 +292,32 @@ class GossipNode(CoreBase):
                                                     body.payload, body.publisher, body.ts,
                                                     held.hop))
 
+    def _wake(self, now: float) -> None:
+        """Schedule the next round if there is periodic work and none is scheduled."""
+        if ROUND in self.timers or not (self.peers.wants_rounds or self.strategy.wants_rounds()):
+            return
+        interval = self.config.round_interval
+        due = self._phase + (math.floor((now - self._phase) / interval) + 1) * interval
+        # Rounding can put ``due`` on ``now`` itself (when ``now`` is a round time):
+        # the next round is then one interval later, never at once again.
+        if due <= now:
+            due += interval
+        self.timers.set(ROUND, due)
+
     def _round(self, now: float) -> None:
-        self.timers.set(ROUND, now + self.config.round_interval)
-        forgotten = self.store.expire(now)
-        if forgotten:
-            self.strategy.forget(forgotten)
         self.repair.forget_asked(now)
         self.peers.on_round(now)
         self.strategy.on_round(now)
+        self._wake(now)
         self._schedule_adverts(now)
+
+    def _expire_events(self, now: float) -> None:
+        forgotten = self.store.expire(now)
+        if forgotten:
+            self.strategy.forget(forgotten)
+        oldest = self.store.oldest()
+        if oldest is not None:
+            self.timers.set(EXPIRE, oldest.first_seen + self.config.memory)
 
     def _neighbour_changed(self, peer: str, added: bool) -> None:
         if self.interest is not None:

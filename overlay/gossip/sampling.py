@@ -21,6 +21,9 @@ ChangeFn = Callable[[str, bool], None]
 
 
 class PeerSampler(Protocol):
+    #: Whether the view needs the node's rounds (shuffles, heartbeats).
+    wants_rounds: bool
+
     def start(self, now: float, seeds: Sequence[str]) -> None:
         """Begin with ``seeds``: addresses to join through, or the whole membership."""
         ...
@@ -41,8 +44,8 @@ class PeerSampler(Protocol):
 
     def on_unreachable(self, now: float, dest: str) -> None: ...
 
-    def note_sent(self, dest: str) -> None:
-        """Something went to ``dest``: a link that carries traffic needs no heartbeat."""
+    def note_traffic(self, peer: str) -> None:
+        """Something went to or came from ``peer``: a busy link needs no heartbeat."""
         ...
 
     def status(self) -> dict[str, Any]: ...
@@ -64,6 +67,7 @@ class FullView:
 
     #: Random draws tried before sampling falls back to listing the candidates.
     _DRAWS_PER_PICK = 8
+    wants_rounds = False
 
     def __init__(self, address: str, rng: random.Random) -> None:
         self.address = address
@@ -102,7 +106,7 @@ class FullView:
     def on_unreachable(self, now: float, dest: str) -> None:
         self.dead.add(dest)
 
-    def note_sent(self, dest: str) -> None:
+    def note_traffic(self, peer: str) -> None:
         pass
 
     def status(self) -> dict[str, Any]:

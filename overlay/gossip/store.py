@@ -52,6 +52,9 @@ class EventStore:
             forgotten.append(self._events.popitem(last=False)[0])
         return forgotten
 
+    def oldest(self) -> HeldEvent | None:
+        return next(iter(self._events.values()), None)
+
     def expire(self, now: float) -> list[str]:
         """Forget events first seen more than ``memory`` ago; returns their msg_ids."""
         horizon = now - self.memory

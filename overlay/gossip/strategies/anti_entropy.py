@@ -24,6 +24,9 @@ class AntiEntropy(Strategy):
         self.push = config.mode in ("push", "push-pull")
         self.pull = config.mode in ("pull", "push-pull")
 
+    def wants_rounds(self) -> bool:
+        return True
+
     def on_round(self, now: float) -> None:
         node = self.node
         for dest in node.peers.sample(self.fanout):

@@ -46,6 +46,10 @@ class Strategy:
     def on_feedback(self, now: float, src: str, msg: Feedback) -> None:
         pass
 
+    def wants_rounds(self) -> bool:
+        """Whether the strategy has periodic work now (the node runs rounds only then)."""
+        return False
+
     def on_round(self, now: float) -> None:
         pass
 

@@ -58,6 +58,9 @@ class Pbcast(Flood):
         super().__init__(node, config)
         self.digest_fanout = config.digest_fanout
 
+    def wants_rounds(self) -> bool:
+        return True
+
     def on_round(self, now: float) -> None:
         node = self.node
         for dest in node.peers.sample(self.digest_fanout):

@@ -50,6 +50,9 @@ class RumorMongering(Strategy):
         if first:
             self.adopt(now, held)
 
+    def wants_rounds(self) -> bool:
+        return bool(self.hot)
+
     def on_round(self, now: float) -> None:
         if not self.hot:
             return

@@ -1,0 +1,146 @@
+"""GossipNode in the simulator: every strategy, selective routing, loss, crashes.
+
+Seeded runs; every figure is read back from the trace files by the scenario's
+plain-Python reader (GossipTraces), so these tests check what the nodes recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections import deque
+from pathlib import Path
+
+import pytest
+
+from overlay.cli import main as cli_main
+from overlay.gossip.node import ROUND, GossipNode
+from overlay.sim.engine import Simulator
+from overlay.sim.network import NetworkConfig
+from overlay.sim.scenarios.gossip import GossipScenario, build, run_gossip
+
+SMALL = dict(nodes=60, publishes=20, subscribers=8, publish_window=10.0, drain=20.0)
+
+
+def run(**changes: object) -> dict[str, object]:
+    return run_gossip(GossipScenario(**{**SMALL, **changes}))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("strategy", ["flood", "blind-counter", "anti-entropy", "pbcast"])
+def test_reliable_strategies_deliver_every_match_once_and_nothing_else(strategy: str) -> None:
+    summary = run(strategy=strategy)
+    assert summary["expected_deliveries"] > 0
+    assert summary["delivery_ratio"] == 1.0
+    assert summary["false_deliveries"] == 0
+    assert summary["duplicate_deliveries"] == 0
+
+
+@pytest.mark.parametrize("strategy", ["rumor", "random-walk"])
+def test_probabilistic_strategies_reach_most_without_false_or_duplicate_deliveries(
+        strategy: str) -> None:
+    summary = run(strategy=strategy)
+    assert 0.5 < summary["delivery_ratio"] <= 1.0  # type: ignore[operator]
+    assert summary["false_deliveries"] == 0
+    assert summary["duplicate_deliveries"] == 0
+
+
+def test_rumor_counter_leaves_less_residue_as_k_grows() -> None:
+    residues = [run(strategy="rumor", counter=k, view="full")["residue"] for k in (1, 3)]
+    assert residues[0] > residues[1]  # type: ignore[operator]
+
+
+def test_selective_routing_sends_fewer_messages_at_equal_delivery() -> None:
+    plain = run(strategy="flood")
+    selective = run(strategy="flood", selective=True)
+    assert selective["delivery_ratio"] == plain["delivery_ratio"] == 1.0
+    assert selective["messages_per_delivery"] < plain["messages_per_delivery"]  # type: ignore[operator]
+
+
+def test_pbcast_repairs_what_ten_percent_loss_took() -> None:
+    lossy = run(strategy="pbcast", loss=0.1)
+    assert lossy["repairs"] > 0  # type: ignore[operator]
+    assert lossy["delivery_ratio"] >= 0.99  # type: ignore[operator]
+    assert lossy["duplicate_deliveries"] == 0
+
+
+def test_same_seed_same_run_other_seed_other_run() -> None:
+    def figures(seed: int) -> tuple[object, ...]:
+        s = run(strategy="rumor", seed=seed)
+        return s["messages_per_node"], s["delivery_ratio"], s["latency_p50_s"], s["sim_events"]
+
+    assert figures(3) == figures(3)
+    assert figures(3) != figures(4)
+
+
+def _connected(nodes: list[GossipNode], alive: set[str]) -> bool:
+    """Whether the survivors' active views (as undirected links) form one component."""
+    links: dict[str, set[str]] = {a: set() for a in alive}
+    for node in nodes:
+        if node.address in alive:
+            for peer in node.peers.neighbours():
+                if peer in alive:
+                    links[node.address].add(peer)
+                    links[peer].add(node.address)
+    start = next(iter(alive))
+    seen, todo = {start}, deque([start])
+    while todo:
+        for peer in links[todo.popleft()] - seen:
+            seen.add(peer)
+            todo.append(peer)
+    return seen == alive
+
+
+def test_hyparview_survivors_reconnect_after_half_the_nodes_crash() -> None:
+    scenario = GossipScenario(nodes=100, seed=5)
+    with tempfile.TemporaryDirectory() as tmp:
+        sim = Simulator(5, NetworkConfig(unreachable_after=0.5), trace_dir=Path(tmp))
+        nodes = build(sim, scenario)
+        sim.run(until=20.0)
+        assert _connected(nodes, {n.address for n in nodes})
+        victims = [n.address for n in nodes[::2]]
+        for addr in victims:
+            sim.crash(addr)
+        alive = {n.address for n in nodes} - set(victims)
+        rounds = 0
+        while not _connected(nodes, alive) and rounds < 10:
+            rounds += 1
+            sim.run(until=20.0 + rounds * scenario.round_interval)
+        assert _connected(nodes, alive), "survivors still split after 10 rounds"
+        # Within a few more rounds every crashed peer is out of the survivors' views.
+        sim.run(until=sim.now + 5 * scenario.round_interval)
+        survivors = [n for n in nodes if n.address in alive]
+        stale = {n.address: set(n.peers.neighbours()) - alive for n in survivors}
+        assert not any(stale.values()), stale
+        assert _connected(nodes, alive)
+        sim.close()
+
+
+def test_round_timer_never_falls_due_at_the_time_it_ran() -> None:
+    # A round time that is not exactly representable once made the next round land on
+    # ``now`` itself and the simulator spun at one instant.
+    with tempfile.TemporaryDirectory() as tmp:
+        sim = Simulator(1, NetworkConfig(), trace_dir=Path(tmp))
+        nodes = build(sim, GossipScenario(nodes=30, round_interval=0.1, join_window=1.0))
+        sim.run(until=5.0, max_events=200_000)
+        assert sim.now >= 4.9
+        for node in nodes:
+            deadline = node.timers.next_deadline()
+            assert deadline is not None and deadline > sim.now
+            assert ROUND in node.timers
+        sim.close()
+
+
+def test_cli_runs_unstructured_mode(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli_main(["sim", "--mode", "unstructured", "--strategy", "blind-counter",
+                     "--nodes", "40", "--publishes", "5", "--subscribers", "5", "--seed", "2"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["mode"] == "unstructured" and summary["strategy"] == "blind-counter"
+    assert summary["events"] == 5 and 0 < summary["coverage"] <= 1
+    assert {"messages_per_node", "t99_s", "delivery_ratio"} <= set(summary)
+
+
+def test_cli_refuses_bad_gossip_parameters(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli_main(["sim", "--mode", "unstructured", "--nodes", "0"])
+    assert code == 2
+    assert "nodes" in capsys.readouterr().err
