@@ -215,7 +215,10 @@ def kill(inventory: Inventory, names: list[str] | None = None, random_count: int
     for node in victims:
         if pid_alive(node.pid):
             os.kill(node.pid, signal.SIGKILL)
-            _reap(node.pid)
+    # SIGKILL is delivered asynchronously: return only once every victim is gone.
+    wait_until(lambda: not any(pid_alive(v.pid) for v in victims), 10.0, "killed daemons to exit")
+    for node in victims:
+        _reap(node.pid)
     return victims
 
 

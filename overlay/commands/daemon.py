@@ -1,4 +1,4 @@
-"""``overlay daemon``: run one node (Chord over TCP) until SIGTERM or SIGINT."""
+"""``overlay daemon``: run one node (Chord, Scribe, local API) until SIGTERM or SIGINT."""
 
 from __future__ import annotations
 
@@ -16,8 +16,12 @@ EXAMPLES = """examples:
   overlay daemon --bind 127.0.0.1:0 --join 127.0.0.1:7400 --trace-dir traces
   overlay daemon --bind 0.0.0.0:7400 --advertise 10.1.0.5:7400 --join 10.1.0.2:7400
   overlay daemon --config /etc/overlay/overlay.toml
-When serving, prints one JSON line to stdout: {"event": "ready", "address", "node", "pid"}.
+  overlay daemon --bind 127.0.0.1:0 --state-dir /tmp/n1 --api-tcp 127.0.0.1:0
+When serving, prints one JSON line to stdout: {"event": "ready", "address", "node", "pid",
+"api"} and writes the same facts to <state_dir>/daemon.json (removed on exit).
+Applications reach it through the local API at <state_dir>/api.sock (overlay pub/sub/status).
 SIGTERM or SIGINT: graceful leave (the neighbours take over), traces flushed, exit 0.
+Exit 2 for a bad configuration (the message names the setting).
 """
 
 
@@ -34,7 +38,16 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--join", action="append", metavar="HOST:PORT",
                         help="a node of the ring to join through (repeatable; none: create "
                         "a ring)")
-    parser.add_argument("--trace-dir", help="write this node's trace records here")
+    parser.add_argument("--trace-dir", help="write this node's trace records here "
+                        "(default <state_dir>/traces)")
+    parser.add_argument("--state-dir", help="daemon.json, the API socket and default traces "
+                        "(default $XDG_STATE_HOME/overlay)")
+    parser.add_argument("--api-socket", help="Unix socket of the local API "
+                        "(default <state_dir>/api.sock)")
+    parser.add_argument("--api-tcp", metavar="HOST:PORT",
+                        help="also serve the API on this loopback TCP address")
+    parser.add_argument("--mode", choices=("structured", "unstructured"),
+                        help="structured: Scribe trees on Chord (default)")
     parser.add_argument("--stabilize-interval", type=float, metavar="S",
                         help="mean period of stabilize, fix_fingers, check_predecessor")
     parser.set_defaults(func=run)
@@ -43,25 +56,31 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import trio
 
-    from overlay.runtime.config import build_config
-    from overlay.runtime.daemon import Daemon, run_until_signalled
+    from overlay.runtime.config import ConfigError, build_config
+    from overlay.runtime.daemon import run_until_signalled
+    from overlay.runtime.serve import structured_node
 
-    config = build_config(args.config, os.environ, {
-        "bind": args.bind, "advertise": args.advertise, "seeds": args.join,
-        "trace_dir": args.trace_dir})
-    if args.stabilize_interval is not None:
-        period = args.stabilize_interval
-        config = dataclasses.replace(config, protocol={
-            **config.protocol, "stabilize_interval": period, "fix_fingers_interval": period,
-            "check_predecessor_interval": period})
+    try:
+        config = build_config(args.config, os.environ, {
+            "bind": args.bind, "advertise": args.advertise, "seeds": args.join,
+            "trace_dir": args.trace_dir, "state_dir": args.state_dir,
+            "api_socket": args.api_socket, "api_tcp": args.api_tcp, "mode": args.mode})
+        if args.stabilize_interval is not None:
+            period = args.stabilize_interval
+            config = dataclasses.replace(config, protocol={
+                **config.protocol, "stabilize_interval": period,
+                "fix_fingers_interval": period, "check_predecessor_interval": period})
+        node = structured_node(config)
+    except ConfigError as exc:
+        print(f"overlay daemon: {exc}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    daemon = Daemon(config)
+    daemon = node.daemon
 
     def ready(address: str) -> None:
-        assert daemon.node is not None
-        print(json.dumps({"event": "ready", "address": address, "node": daemon.node.node_hex,
-                          "pid": os.getpid()}), flush=True)
+        print(json.dumps({"event": "ready", "address": address, "node": node.service.node_hex,
+                          "pid": os.getpid(), "api": str(config.api_socket_path)}), flush=True)
 
     trio.run(run_until_signalled, daemon, ready)
     return 0

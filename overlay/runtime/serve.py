@@ -1,0 +1,120 @@
+"""A whole node as ``overlay daemon`` runs it: Chord + Scribe + the local API.
+
+:func:`structured_node` assembles the pieces around a :class:`Daemon`; the API server
+runs as one of the daemon's services, in its nursery. Once the API listens, the daemon
+writes ``<state_dir>/daemon.json`` (``pid``, ``node``, ``address``, ``api``, ``tcp``,
+``trace_dir``, ``mode``) atomically, which is how ``overlay cluster`` and scripts learn
+the ports a daemon bound (port 0 means any free one); the file is removed on stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from overlay.runtime.api import ApiConfig, ApiServer
+from overlay.runtime.config import ConfigError, DaemonConfig
+from overlay.runtime.daemon import Daemon
+from overlay.runtime.scribe_service import ScribeService
+from scribe.app import ScribeApp
+from scribe.config import ScribeConfig
+
+DAEMON_INFO = "daemon.json"
+_SCRIBE_SETTINGS = {f.name: f for f in dataclasses.fields(ScribeConfig)}
+
+
+def split_protocol(protocol: Mapping[str, Any]) -> tuple[dict[str, Any], ScribeConfig]:
+    """``[protocol]`` names Chord and Scribe settings side by side: the Scribe ones
+    (``heartbeat_interval``, ``max_children``, ...) are taken out and checked here."""
+    chord: dict[str, Any] = {}
+    scribe: dict[str, Any] = {}
+    for name, value in protocol.items():
+        (scribe if name in _SCRIBE_SETTINGS else chord)[name] = value
+    for name, value in scribe.items():
+        default = _SCRIBE_SETTINGS[name].default
+        if isinstance(default, bool) and not isinstance(value, bool):
+            raise ConfigError(f"[protocol] {name} must be true or false, got {value!r}")
+        if isinstance(default, float) and (isinstance(value, bool)
+                                           or not isinstance(value, int | float)):
+            raise ConfigError(f"[protocol] {name} must be a number, got {value!r}")
+    try:
+        return chord, ScribeConfig(**scribe)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"[protocol]: {exc}") from None
+
+
+def api_config(config: DaemonConfig) -> ApiConfig:
+    tcp = None
+    if config.api_tcp is not None:
+        host, _, port = config.api_tcp.rpartition(":")
+        tcp = (host.strip("[]"), int(port))
+    try:
+        return ApiConfig(socket_path=config.api_socket_path, tcp=tcp,
+                         max_frame=config.limits.max_frame,
+                         max_queue_bytes=config.limits.api_queue_bytes,
+                         max_connections=config.limits.api_max_connections,
+                         max_subscriptions_per_connection=config.limits.subscriptions_per_connection)
+    except ValueError as exc:
+        raise ConfigError(f"[api]: {exc}") from None
+
+
+@dataclasses.dataclass
+class StructuredNode:
+    daemon: Daemon
+    service: ScribeService
+    api: ApiServer
+
+
+def structured_node(config: DaemonConfig) -> StructuredNode:
+    """Chord with Scribe on it, serving the local API (raises ConfigError)."""
+    if config.mode != "structured":
+        raise ConfigError(f"mode {config.mode!r} is not served by this build of the daemon; "
+                          "use mode = \"structured\"")
+    chord_settings, scribe_config = split_protocol(config.protocol)
+    # Every node traces (TRACES.md): without a trace_dir, <state_dir>/traces.
+    # Absolute paths: daemon.json is read from other working directories.
+    config = dataclasses.replace(config, state_dir=config.state_dir.resolve())
+    config = dataclasses.replace(config, trace_dir=config.trace_path.resolve(),
+                                 api_socket=config.api_socket_path.resolve())
+    daemon = Daemon(dataclasses.replace(config, protocol=chord_settings),
+                    app_factory=lambda node: ScribeApp(node, scribe_config))
+    service = ScribeService(daemon)
+    api = ApiServer(service, api_config(config))
+    node = StructuredNode(daemon, service, api)
+
+    async def serve_api(d: Daemon) -> None:
+        config.state_dir.mkdir(parents=True, exist_ok=True)
+        info_path = config.state_dir / DAEMON_INFO
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(api.run)
+                write_info(info_path, node)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                info_path.unlink()
+
+    daemon.services.append(serve_api)
+    return node
+
+
+def write_info(path: Path, node: StructuredNode) -> None:
+    daemon, config = node.daemon, node.daemon.config
+    tcp = node.api.tcp_address
+    info = {"pid": os.getpid(), "node": node.service.node_hex, "address": daemon.address,
+            "api": str(config.api_socket_path),
+            "tcp": None if tcp is None else f"tcp:{tcp[0]}:{tcp[1]}",
+            "trace_dir": str(config.trace_path), "mode": config.mode}
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(info) + "\n")
+    tmp.replace(path)  # readers never see a half-written file
+
+
+__all__ = ["DAEMON_INFO", "StructuredNode", "api_config", "split_protocol", "structured_node",
+           "write_info"]

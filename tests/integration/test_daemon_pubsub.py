@@ -1,0 +1,145 @@
+"""Real daemons, real API: ``deploy.cluster`` starts five ``overlay daemon`` processes on
+loopback (ports chosen by the kernel, reported through daemon.json); applications
+subscribe with filters and publish through the local socket API.
+
+Every wait is on a condition with a deadline; the cluster is torn down at the end."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from deploy import cluster
+from overlay.client import BadFilter, Event, NotReady, connect
+
+pytestmark = pytest.mark.integration
+
+FAST = """
+[protocol]
+stabilize_interval = 0.3
+fix_fingers_interval = 0.3
+check_predecessor_interval = 0.3
+heartbeat_interval = 0.3
+parent_timeout = 1.2
+"""
+
+
+@pytest.fixture
+def ring(tmp_path: Path) -> Iterator[cluster.Inventory]:
+    inventory = cluster.up(tmp_path / "cluster", 5, extra_config=FAST, timeout=60.0)
+    try:
+        yield inventory
+    finally:
+        outcome = cluster.down(inventory, grace=15.0)
+        assert set(outcome.values()) <= {"stopped", "not running"}, outcome
+
+
+async def collect(sub: object, into: list[Event], until: trio.Event) -> None:
+    async for event in sub:  # type: ignore[attr-defined]
+        into.append(event)
+        until.set()
+
+
+async def publish_until_taken(api: str, topic: str, attrs: dict[str, object],
+                              msg_id: str, deadline: float) -> int | None:
+    """Publish with one msg_id until the root takes it (retries are idempotent)."""
+    with trio.fail_after(deadline):
+        while True:
+            async with connect(api) as client:
+                try:
+                    return (await client.publish(topic, b"x", attrs=attrs,  # type: ignore[arg-type]
+                                                 msg_id=msg_id)).seq
+                except NotReady:
+                    await trio.sleep(0.2)
+
+
+async def test_filtered_events_reach_matching_subscribers_on_other_hosts(
+        ring: cluster.Inventory) -> None:
+    n = ring.nodes
+    cheap: list[Event] = []
+    every: list[Event] = []
+    got_cheap, got_every = trio.Event(), trio.Event()
+    async with connect(n[1].api) as c1, connect(n[3].api) as c3, connect(n[4].api) as pub:
+        assert c1.hello["mode"] == "structured" and c1.hello["node"] == n[1].node
+        with pytest.raises(BadFilter) as bad:
+            async with c1.subscribe("prices", "price >"):
+                pass
+        assert bad.value.pos == 7
+        async with c1.subscribe("prices", "price < 100") as s1, \
+                c3.subscribe("prices", "") as s3, trio.open_nursery() as nursery:
+            nursery.start_soon(collect, s1, cheap, got_cheap)
+            nursery.start_soon(collect, s3, every, got_every)
+            # Subscriptions take effect once their JOIN reached the tree: publish the
+            # first event again (same msg_id: the root drops the copy) until both got it.
+            seqs = []
+            with trio.fail_after(30):
+                while not (got_cheap.is_set() and got_every.is_set()):
+                    seqs.append((await pub.publish("prices", b"x", attrs={"price": 1},
+                                                   msg_id="00" * 16)).seq)
+                    with trio.move_on_after(0.5):
+                        await got_cheap.wait()
+                        await got_every.wait()
+            assert len(set(seqs)) == 1, "a retried msg_id was numbered twice"
+            for price in (150, 50, 250, 99):
+                await pub.publish("prices", b"x", attrs={"price": price})
+            with trio.fail_after(20):
+                while len(every) < 5 or len(cheap) < 3:
+                    await trio.sleep(0.05)
+            nursery.cancel_scope.cancel()
+    assert [e.attrs["price"] for e in cheap] == [1, 50, 99]
+    assert [e.attrs["price"] for e in every] == [1, 150, 50, 250, 99]
+    seq = [e.seq for e in every]
+    assert seq == sorted(seq) and len(set(seq)) == 5, "the root numbers events in order"
+    assert {e.publisher for e in every} == {n[4].node}
+
+
+async def test_events_flow_again_after_a_daemon_is_killed(ring: cluster.Inventory) -> None:
+    n = ring.nodes
+    received: list[Event] = []
+    got = trio.Event()
+    async with connect(n[2].api) as sub_client, connect(n[0].api) as pub:
+        async with sub_client.subscribe("alerts", "level >= 3") as sub, \
+                trio.open_nursery() as nursery:
+            nursery.start_soon(collect, sub, received, got)
+            with trio.fail_after(30):
+                while not got.is_set():
+                    await pub.publish("alerts", b"x", attrs={"level": 5}, msg_id="11" * 16)
+                    with trio.move_on_after(0.5):
+                        await got.wait()
+            # Kill two daemons that are neither the subscriber's nor the publisher's.
+            victims = cluster.kill(ring, names=[n[1].name, n[3].name])
+            assert all(not cluster.pid_alive(v.pid) for v in victims)
+            before = len(received)
+            # Trees and the ring repair themselves; each event is retried with its own
+            # msg_id until the (possibly new) root takes it.
+            for i in range(5):
+                await publish_until_taken(n[0].api, "alerts", {"level": 3 + i % 2},
+                                          f"{i + 2:032x}", deadline=30)
+            with trio.fail_after(30):
+                while len({e.msg_id for e in received[before:]}) < 5:
+                    await trio.sleep(0.05)
+            nursery.cancel_scope.cancel()
+    after = received[before:]
+    assert {e.msg_id for e in after} == {f"{i + 2:032x}" for i in range(5)}
+    assert len(after) == len({e.msg_id for e in after}), "an event was delivered twice"
+
+
+def test_daemon_json_and_status_describe_each_node(ring: cluster.Inventory) -> None:
+    for node in ring.nodes:
+        info = json.loads((Path(node.state_dir) / "daemon.json").read_text())
+        assert info["pid"] == node.pid and info["node"] == node.node
+        assert os.path.isabs(info["api"]) and Path(info["api"]).exists()
+        status = cluster.node_status(node)
+        assert status is not None and status["ready"] is True
+        assert status["address"] == node.address
+    # Everyone's successor is the next node on the sorted ring.
+    ordered = sorted(ring.nodes, key=lambda e: int(e.node, 16))
+    for i, node in enumerate(ordered):
+        status = cluster.node_status(node)
+        assert status is not None
+        assert status["successor"]["node"] == ordered[(i + 1) % len(ordered)].node
