@@ -102,28 +102,27 @@ async def test_events_flow_again_after_a_daemon_is_killed(ring: cluster.Inventor
     n = ring.nodes
     received: list[Event] = []
     got = trio.Event()
-    async with connect(n[2].api) as sub_client, connect(n[0].api) as pub:
-        async with sub_client.subscribe("alerts", "level >= 3") as sub, \
-                trio.open_nursery() as nursery:
-            nursery.start_soon(collect, sub, received, got)
-            with trio.fail_after(30):
-                while not got.is_set():
-                    await pub.publish("alerts", b"x", attrs={"level": 5}, msg_id="11" * 16)
-                    with trio.move_on_after(0.5):
-                        await got.wait()
-            # Kill two daemons that are neither the subscriber's nor the publisher's.
-            victims = cluster.kill(ring, names=[n[1].name, n[3].name])
-            assert all(not cluster.pid_alive(v.pid) for v in victims)
-            before = len(received)
-            # Trees and the ring repair themselves; each event is retried with its own
-            # msg_id until the (possibly new) root takes it.
-            for i in range(5):
-                await publish_until_taken(n[0].api, "alerts", {"level": 3 + i % 2},
-                                          f"{i + 2:032x}", deadline=30)
-            with trio.fail_after(30):
-                while len({e.msg_id for e in received[before:]}) < 5:
-                    await trio.sleep(0.05)
-            nursery.cancel_scope.cancel()
+    async with connect(n[2].api) as sub_client, connect(n[0].api) as pub, \
+            sub_client.subscribe("alerts", "level >= 3") as sub, trio.open_nursery() as nursery:
+        nursery.start_soon(collect, sub, received, got)
+        with trio.fail_after(30):
+            while not got.is_set():
+                await pub.publish("alerts", b"x", attrs={"level": 5}, msg_id="11" * 16)
+                with trio.move_on_after(0.5):
+                    await got.wait()
+        # Kill two daemons that are neither the subscriber's nor the publisher's.
+        victims = cluster.kill(ring, names=[n[1].name, n[3].name])
+        assert all(not cluster.pid_alive(v.pid) for v in victims)
+        before = len(received)
+        # Trees and the ring repair themselves; each event is retried with its own
+        # msg_id until the (possibly new) root takes it.
+        for i in range(5):
+            await publish_until_taken(n[0].api, "alerts", {"level": 3 + i % 2},
+                                      f"{i + 2:032x}", deadline=30)
+        with trio.fail_after(30):
+            while len({e.msg_id for e in received[before:]}) < 5:
+                await trio.sleep(0.05)
+        nursery.cancel_scope.cancel()
     after = received[before:]
     assert {e.msg_id for e in after} == {f"{i + 2:032x}" for i in range(5)}
     assert len(after) == len({e.msg_id for e in after}), "an event was delivered twice"
