@@ -15,7 +15,7 @@ from overlay import __version__
 from overlay.core.errors import OverlayError
 
 #: Subcommands, in the order ``--help`` lists them.
-COMMANDS = ["pub", "sub", "status", "analyze", "keygen", "sim", "daemon"]
+COMMANDS = ["pub", "sub", "status", "analyze", "keygen", "sim", "daemon", "cluster"]
 
 #: Subcommands that parse their own arguments (module with ``run_argv``).
 PASSTHROUGH = {"analyze": "analyze"}
