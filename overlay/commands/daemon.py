@@ -17,6 +17,7 @@ EXAMPLES = """examples:
   overlay daemon --bind 0.0.0.0:7400 --advertise 10.1.0.5:7400 --join 10.1.0.2:7400
   overlay daemon --config /etc/overlay/overlay.toml
   overlay daemon --bind 127.0.0.1:0 --state-dir /tmp/n1 --api-tcp 127.0.0.1:0
+  overlay daemon --mode unstructured --bind 127.0.0.1:0 --join 127.0.0.1:7400
 When serving, prints one JSON line to stdout: {"event": "ready", "address", "node", "pid",
 "api"} and writes the same facts to <state_dir>/daemon.json (removed on exit).
 Applications reach it through the local API at <state_dir>/api.sock (overlay pub/sub/status).
@@ -47,7 +48,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--api-tcp", metavar="HOST:PORT",
                         help="also serve the API on this loopback TCP address")
     parser.add_argument("--mode", choices=("structured", "unstructured"),
-                        help="structured: Scribe trees on Chord (default)")
+                        help="structured: Scribe trees on Chord (default); unstructured: gossip "
+                        "([protocol] strategy = flood|random-walk|rumor|blind-counter|"
+                        "anti-entropy|pbcast, and its settings)")
     parser.add_argument("--stabilize-interval", type=float, metavar="S",
                         help="mean period of stabilize, fix_fingers, check_predecessor")
     parser.set_defaults(func=run)
@@ -58,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
     from overlay.runtime.config import ConfigError, build_config
     from overlay.runtime.daemon import run_until_signalled
-    from overlay.runtime.serve import structured_node
+    from overlay.runtime.serve import build_node
 
     try:
         config = build_config(args.config, os.environ, {
@@ -70,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
             config = dataclasses.replace(config, protocol={
                 **config.protocol, "stabilize_interval": period,
                 "fix_fingers_interval": period, "check_predecessor_interval": period})
-        node = structured_node(config)
+        node = build_node(config)
     except ConfigError as exc:
         print(f"overlay daemon: {exc}", file=sys.stderr)
         return 2
@@ -82,5 +85,24 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"event": "ready", "address": address, "node": node.service.node_hex,
                           "pid": os.getpid(), "api": str(config.api_socket_path)}), flush=True)
 
-    trio.run(run_until_signalled, daemon, ready)
+    failures: list[OSError] = []
+    try:
+        trio.run(run_until_signalled, daemon, ready)
+    except* OSError as group:  # a port or socket we cannot have: say which, exit 1
+        failures += _leaves(group)
+    if failures:
+        print(f"overlay daemon: {failures[0]} (a second daemon on this host needs its own "
+              "--state-dir or --api-socket, and its own --bind port)", file=sys.stderr)
+        return 1
     return 0
+
+
+def _leaves(group: BaseExceptionGroup[OSError]) -> list[OSError]:
+    """The OSErrors inside nested nursery groups."""
+    found: list[OSError] = []
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            found += _leaves(exc)
+        else:
+            found.append(exc)
+    return found

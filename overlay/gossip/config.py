@@ -8,8 +8,9 @@ Every check runs when the configuration is built, so a bad one never reaches a n
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
 
 from overlay.core.errors import LocalProtocolError
 
@@ -245,3 +246,42 @@ class GossipConfig:
             raise GossipConfigError("digest_window must be at most half of memory")
         _at_least(self, "max_digest", 1)
         _at_least(self, "max_events", 1)
+
+
+_STRATEGY_CLASSES: dict[str, type] = {
+    c.name: c for c in (FloodConfig, RandomWalkConfig, RumorConfig, BlindCounterConfig,
+                        AntiEntropyConfig, PbcastConfig)}
+
+
+def config_from_settings(settings: Mapping[str, Any]) -> GossipConfig:
+    """A :class:`GossipConfig` from flat settings by name (a daemon's ``[protocol]``
+    table): ``strategy`` (a name of :data:`STRATEGY_NAMES`) and that strategy's own
+    settings (``fanout``, ``ttl``, ``p_stop``, ...); ``view``, ``round_interval``,
+    ``memory`` and the other fields of GossipConfig; HyParView's (``active_size``, ...);
+    ``selective = true`` with SelectiveConfig's (``radius``, ...). A name nothing takes
+    is an error naming it."""
+    rest = dict(settings)
+    name = rest.pop("strategy", "flood")
+    if name not in _STRATEGY_CLASSES:
+        raise GossipConfigError(f"strategy must be one of {', '.join(STRATEGY_NAMES)}, "
+                                f"got {name!r}")
+    selective = rest.pop("selective", False)
+    if not isinstance(selective, bool):
+        raise GossipConfigError(f"selective must be true or false, got {selective!r}")
+
+    def take(cls: type) -> dict[str, Any]:
+        names = {f.name for f in fields(cls)} - {"strategy", "hyparview", "selective"}
+        return {k: rest.pop(k) for k in list(rest) if k in names}
+
+    try:
+        strategy = _STRATEGY_CLASSES[name](**take(_STRATEGY_CLASSES[name]))
+        hyparview = HyParViewConfig(**take(HyParViewConfig))
+        selective_config = SelectiveConfig(**take(SelectiveConfig)) if selective else None
+        top = take(GossipConfig)
+        if rest:
+            raise GossipConfigError(f"unknown gossip setting(s) {', '.join(sorted(rest))} "
+                                    f"for strategy {name}")
+        return GossipConfig(strategy=strategy, hyparview=hyparview,
+                            selective=selective_config, **top)
+    except TypeError as exc:
+        raise GossipConfigError(str(exc)) from None

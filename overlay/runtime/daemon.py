@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 import signal
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import trio
 
@@ -69,11 +69,25 @@ def transport_config(config: DaemonConfig) -> TransportConfig:
                            delay=config.peer_delay_ms / 1000.0)
 
 
+class CoreKind(Protocol):
+    """What kind of protocol core a daemon runs (Chord by default; gossip in
+    unstructured mode): how it is built, started and stopped."""
+
+    def build(self, address: str, rng: random.Random) -> Any: ...
+
+    def start(self, core: Any, now: float, seeds: tuple[str, ...]) -> None: ...
+
+    def stop(self, core: Any, now: float) -> bool:
+        """Begin a graceful stop; True when a ``left`` notice will say it is done."""
+        ...
+
+
 class Daemon:
     def __init__(self, config: DaemonConfig, app_factory: AppFactory | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, kind: CoreKind | None = None) -> None:
         self.config = config
-        self.chord_config = chord_config(config)
+        self.kind = kind
+        self.chord_config = chord_config(config) if kind is None else ChordConfig()
         self.app_factory = app_factory
         self.rng = rng or random.Random()
         self.services: list[Service] = []
@@ -81,7 +95,8 @@ class Daemon:
         self.notice_handlers: list[Callable[[Notice], None]] = []
         self.request_handlers: dict[type[Message], RequestHandler] = {
             StateQuery: self._answer_state_query}
-        self.node: ChordNode | None = None
+        #: The protocol core: a ChordNode, or what ``kind`` builds.
+        self.node: Any = None
         self.driver: CoreDriver | None = None
         self.tracer: NodeTracer | None = None
         self.address: str | None = None
@@ -100,9 +115,12 @@ class Daemon:
         try:
             async with trio.open_nursery() as nursery:
                 self.address = await nursery.start(transport.run)
-                node = self.node = ChordNode(self.address, self.rng, self.chord_config)
-                if self.app_factory is not None:
-                    node.app = self.app_factory(node)
+                if self.kind is not None:
+                    node = self.node = self.kind.build(self.address, self.rng)
+                else:
+                    node = self.node = ChordNode(self.address, self.rng, self.chord_config)
+                    if self.app_factory is not None:
+                        node.app = self.app_factory(node)
                 if self.config.trace_dir is not None:
                     self.tracer = NodeTracer(self.config.trace_dir, node.node_hex)
                 self.driver = CoreDriver(node, transport, self.tracer,
@@ -113,7 +131,11 @@ class Daemon:
                 nursery.start_soon(self._flush_traces)
                 for service in self.services:
                     nursery.start_soon(service, self)
-                self.call(lambda core, now: core.join(now, self.config.seeds))
+                if self.kind is not None:
+                    kind = self.kind
+                    self.call(lambda core, now: kind.start(core, now, self.config.seeds))
+                else:
+                    self.call(lambda core, now: core.join(now, self.config.seeds))
                 task_status.started(self.address)
                 await self._stop_requested.wait()
                 await self._leave()
@@ -127,15 +149,20 @@ class Daemon:
         """Leave gracefully and return from :meth:`run` (safe to call more than once)."""
         self._stop_requested.set()
 
-    def call(self, fn: Callable[[ChordNode, float], T]) -> T:
+    def call(self, fn: Callable[[Any, float], T]) -> T:
         """Run ``fn(node, now)`` on the core and carry out its effects."""
         if self.driver is None:
             raise RuntimeError("the daemon is not running")
         return self.driver.call(fn)
 
     async def _leave(self) -> None:
+        if self.kind is not None:
+            kind = self.kind
+            if not self.call(lambda core, now: kind.stop(core, now)):
+                return
+        else:
+            self.call(lambda core, now: core.leave(now))
         cfg = self.chord_config
-        self.call(lambda core, now: core.leave(now))
         # The core gives up on silent neighbours after its own RPC time-outs.
         with trio.move_on_after(cfg.rpc_timeout * cfg.rpc_attempts + 1.0):
             await self._left.wait()
@@ -162,9 +189,8 @@ class Daemon:
         handler = self.request_handlers.get(type(msg))
         return None if handler is None else handler(src, msg)
 
-    def _answer_state_query(self, src: str, msg: Message) -> RingState:
-        assert self.node is not None
-        return self.node.state()
+    def _answer_state_query(self, src: str, msg: Message) -> RingState | None:
+        return self.node.state() if isinstance(self.node, ChordNode) else None
 
 
 async def run_until_signalled(daemon: Daemon, on_ready: Callable[[str], Any]) -> None:
@@ -191,4 +217,5 @@ async def query_state(transport: Transport, address: str, timeout: float = 5.0) 
     return answer
 
 
-__all__ = ["Daemon", "chord_config", "query_state", "run_until_signalled", "transport_config"]
+__all__ = ["CoreKind", "Daemon", "chord_config", "query_state", "run_until_signalled",
+           "transport_config"]

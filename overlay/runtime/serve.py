@@ -1,6 +1,7 @@
-"""A whole node as ``overlay daemon`` runs it: Chord + Scribe + the local API.
+"""A whole node as ``overlay daemon`` runs it: the local API over Scribe on Chord
+(structured mode) or over gossip (unstructured mode).
 
-:func:`structured_node` assembles the pieces around a :class:`Daemon`; the API server
+:func:`build_node` assembles the pieces around a :class:`Daemon`; the API server
 runs as one of the daemon's services, in its nursery. Once the API listens, the daemon
 writes ``<state_dir>/daemon.json`` (``pid``, ``node``, ``address``, ``api``, ``tcp``,
 ``trace_dir``, ``mode``) atomically, which is how ``overlay cluster`` and scripts learn
@@ -21,7 +22,9 @@ import trio
 
 from overlay.runtime.api import ApiConfig, ApiServer
 from overlay.runtime.config import ConfigError, DaemonConfig
+from overlay.runtime.core_service import CoreService
 from overlay.runtime.daemon import Daemon
+from overlay.runtime.gossip_service import GossipKind, GossipService, gossip_config
 from overlay.runtime.scribe_service import ScribeService
 from scribe.app import ScribeApp
 from scribe.config import ScribeConfig
@@ -66,45 +69,52 @@ def api_config(config: DaemonConfig) -> ApiConfig:
 
 
 @dataclasses.dataclass
-class StructuredNode:
+class Node:
     daemon: Daemon
-    service: ScribeService
+    service: CoreService
     api: ApiServer
 
 
-def structured_node(config: DaemonConfig) -> StructuredNode:
-    """Chord with Scribe on it, serving the local API (raises ConfigError)."""
-    if config.mode != "structured":
-        raise ConfigError(f"mode {config.mode!r} is not served by this build of the daemon; "
-                          "use mode = \"structured\"")
-    chord_settings, scribe_config = split_protocol(config.protocol)
-    # Every node traces (TRACES.md): without a trace_dir, <state_dir>/traces.
-    # Absolute paths: daemon.json is read from other working directories.
+def build_node(config: DaemonConfig) -> Node:
+    """The daemon of ``config.mode`` serving the local API (raises ConfigError)."""
+    # Absolute paths: daemon.json is read from other working directories. Every node
+    # traces (TRACES.md): without a trace_dir, <state_dir>/traces.
     config = dataclasses.replace(config, state_dir=config.state_dir.resolve())
     config = dataclasses.replace(config, trace_dir=config.trace_path.resolve(),
                                  api_socket=config.api_socket_path.resolve())
-    daemon = Daemon(dataclasses.replace(config, protocol=chord_settings),
-                    app_factory=lambda node: ScribeApp(node, scribe_config))
-    service = ScribeService(daemon)
+    service: CoreService
+    if config.mode == "structured":
+        chord_settings, scribe_config = split_protocol(config.protocol)
+        daemon = Daemon(dataclasses.replace(config, protocol=chord_settings),
+                        app_factory=lambda node: ScribeApp(node, scribe_config))
+        service = ScribeService(daemon)
+    elif config.mode == "unstructured":
+        daemon = Daemon(config, kind=GossipKind(gossip_config(config.protocol)))
+        service = GossipService(daemon)
+    else:
+        raise ConfigError(f"mode must be structured or unstructured, got {config.mode!r}")
     api = ApiServer(service, api_config(config))
-    node = StructuredNode(daemon, service, api)
+    node = Node(daemon, service, api)
 
     async def serve_api(d: Daemon) -> None:
         config.state_dir.mkdir(parents=True, exist_ok=True)
         info_path = config.state_dir / DAEMON_INFO
+        written = False  # another daemon's file (same state_dir) is not ours to remove
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(api.run)
                 write_info(info_path, node)
+                written = True
         finally:
-            with contextlib.suppress(FileNotFoundError):
-                info_path.unlink()
+            if written:
+                with contextlib.suppress(FileNotFoundError):
+                    info_path.unlink()
 
     daemon.services.append(serve_api)
     return node
 
 
-def write_info(path: Path, node: StructuredNode) -> None:
+def write_info(path: Path, node: Node) -> None:
     daemon, config = node.daemon, node.daemon.config
     tcp = node.api.tcp_address
     info = {"pid": os.getpid(), "node": node.service.node_hex, "address": daemon.address,
@@ -116,5 +126,4 @@ def write_info(path: Path, node: StructuredNode) -> None:
     tmp.replace(path)  # readers never see a half-written file
 
 
-__all__ = ["DAEMON_INFO", "StructuredNode", "api_config", "split_protocol", "structured_node",
-           "write_info"]
+__all__ = ["DAEMON_INFO", "Node", "api_config", "build_node", "split_protocol", "write_info"]

@@ -33,10 +33,15 @@ class Daemons:
         self.trace_dir = trace_dir
         self.client = client
         self.procs: dict[str, trio.Process] = {}
+        self.started = 0
 
     async def start(self, join: str | None = None) -> str:
+        # Each daemon has its own state directory (its API socket lives there).
+        self.started += 1  # counted before any await: daemons start concurrently
+        state_dir = self.trace_dir.parent / f"state-{self.started}"
         cmd = [sys.executable, "-m", "overlay.cli", "daemon", "--bind", "127.0.0.1:0",
-               "--trace-dir", str(self.trace_dir), "--stabilize-interval", STABILIZE]
+               "--trace-dir", str(self.trace_dir), "--stabilize-interval", STABILIZE,
+               "--state-dir", str(state_dir)]
         if join is not None:
             cmd += ["--join", join]
         proc = await trio.lowlevel.open_process(cmd, stdout=subprocess.PIPE,

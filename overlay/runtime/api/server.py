@@ -58,9 +58,11 @@ class ApiServer:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         listeners: list[trio.SocketListener] = []
+        bound_socket = False  # only a socket we created is ours to remove
         try:
             if self.config.socket_path is not None:
                 listeners.append(await _unix_listener(self.config.socket_path))
+                bound_socket = True
             if self.config.tcp is not None:
                 host, port = self.config.tcp
                 tcp = await trio.open_tcp_listeners(port, host=host)
@@ -70,7 +72,7 @@ class ApiServer:
                 await nursery.start(trio.serve_listeners, self._serve, listeners)
                 task_status.started()
         finally:
-            if self.config.socket_path is not None:
+            if bound_socket and self.config.socket_path is not None:
                 with contextlib.suppress(FileNotFoundError):
                     self.config.socket_path.unlink()
 

@@ -1,0 +1,193 @@
+"""What both modes' :class:`PubSubService` share: the local API over a pub/sub core.
+
+The API server owns connections; a service owns the mapping from subscription handles
+to the sinks that carry their pushes, and turns API requests into calls on the node's
+pub/sub core (Scribe's ``ScribeApp`` or a ``GossipNode``, both with ``subscribe``,
+``unsubscribe``, ``renew``, ``publish``), through :meth:`Daemon.call` so the core's
+effects are carried out at once. Deliveries (``Deliver`` effects) become ``notify``
+pushes; the ``expired`` notice becomes an ``expired`` push; the ``published`` notice
+completes a reliable publish.
+
+Readings of API.md chosen here:
+- a reliable publish is answered on the core's ``published`` notice: in structured mode
+  once the topic's root has numbered the event (the root's replicas holding it comes
+  with the reliable-delivery work), in unstructured mode once the local node holds it
+  and has started spreading it (there is no root: ``seq`` is null). Without that notice
+  within ``publish_timeout`` the reply is ``not_ready``, and the client may publish
+  again with the same ``msg_id`` (copies are dropped);
+- ``replay`` needs retained events, which no node keeps yet: a subscribe asking for it
+  gets ``bad_request`` saying so instead of a silent no-op.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from matching import FilterSyntaxError
+from overlay.core.effects import Deliver, Notice
+from overlay.core.errors import LocalProtocolError
+from overlay.runtime.api import ApiError, Expired, Notification, PublishResult, Sink
+from overlay.runtime.api.requests import Publish, Subscribe
+from overlay.runtime.daemon import Daemon
+
+#: Seconds a reliable publish waits for the core's ``published`` notice.
+DEFAULT_PUBLISH_TIMEOUT = 10.0
+
+
+class CoreService:
+    """Base of the modes' services; subclasses say how to reach the pub/sub core."""
+
+    mode = ""
+    #: Whether subscriptions may name an anycast group.
+    groups = False
+    #: The core's "no such subscription" error.
+    unknown_sub_error: type[Exception] = LookupError
+
+    def __init__(self, daemon: Daemon, publish_timeout: float = DEFAULT_PUBLISH_TIMEOUT) -> None:
+        self.daemon = daemon
+        self.publish_timeout = publish_timeout
+        self._sinks: dict[int, Sink] = {}
+        self._handles = itertools.count(1)
+        #: (topic, msg_id) -> the publishes waiting for its ``published`` notice.
+        self._waiting: dict[tuple[str, str], list[trio.MemorySendChannel[int | None]]] = (
+            defaultdict(list))
+        self.counters = {"published": 0, "delivered": 0, "publish_timeouts": 0,
+                         "undeliverable": 0}
+        daemon.deliver_handlers.append(self._on_deliver)
+        daemon.notice_handlers.append(self._on_notice)
+
+    # -- what subclasses provide ---------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        raise NotImplementedError
+
+    def core_of(self, node: Any) -> Any:
+        """The pub/sub core inside the daemon's protocol core."""
+        raise NotImplementedError
+
+    def core_status(self, node: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    # -- PubSubService -----------------------------------------------------------------------
+
+    @property
+    def node_hex(self) -> str:
+        node = self.daemon.node
+        return "" if node is None else str(node.node_hex)
+
+    def subscribe(self, request: Subscribe, sink: Sink) -> int:
+        self._require_ready()
+        if request.replay is not None:
+            raise ApiError("bad_request", "replay is not available: this node does not keep "
+                           "retained events yet")
+        if request.group is not None and not self.groups:
+            raise ApiError("bad_request", f"groups are not served in {self.mode} mode")
+        handle = next(self._handles)
+        extra = {"group": request.group} if self.groups else {}
+        try:
+            self._call(lambda core, now: core.subscribe(now, request.topic, request.filter,
+                                                        handle, request.expiry, **extra))
+        except FilterSyntaxError as exc:
+            raise ApiError("bad_filter", str(exc), pos=exc.pos) from None
+        except (ValueError, LocalProtocolError) as exc:
+            raise ApiError("bad_request", str(exc)) from None
+        self._sinks[handle] = sink
+        return handle
+
+    def renew(self, sub: int, expiry: float) -> None:
+        try:
+            self._call(lambda core, now: core.renew(now, sub, expiry))
+        except self.unknown_sub_error:
+            raise ApiError("unknown_sub", f"no subscription {sub}") from None
+        except ValueError as exc:
+            raise ApiError("bad_request", str(exc)) from None
+
+    def unsubscribe(self, sub: int, reason: str) -> None:
+        self._sinks.pop(sub, None)
+        try:
+            self._call(lambda core, now: core.unsubscribe(now, sub, reason))
+        except self.unknown_sub_error:
+            raise ApiError("unknown_sub", f"no subscription {sub}") from None
+
+    async def publish(self, request: Publish) -> PublishResult:
+        self._require_ready()
+        msg_id = request.msg_id or secrets.token_hex(16)
+        if not request.reliable:
+            self._publish(request, msg_id)
+            return PublishResult(msg_id, None)
+        key = (request.topic, msg_id)
+        send, receive = trio.open_memory_channel[int | None](1)
+        # Registered before the call: the notice may come during it (a root on this node).
+        self._waiting[key].append(send)
+        try:
+            self._publish(request, msg_id)
+            with trio.move_on_after(self.publish_timeout):
+                return PublishResult(msg_id, await receive.receive())
+            self.counters["publish_timeouts"] += 1
+            raise ApiError("not_ready", f"the event was not taken within "
+                           f"{self.publish_timeout:g} s; publish again with msg_id {msg_id} "
+                           "(copies are dropped)")
+        finally:
+            waiters = self._waiting.get(key)
+            if waiters is not None and send in waiters:
+                waiters.remove(send)
+                if not waiters:
+                    del self._waiting[key]
+
+    def status(self) -> dict[str, Any]:
+        node = self.daemon.node
+        if node is None:
+            return {"ready": False, "mode": self.mode}
+        return {"ready": self.ready, "mode": self.mode, "node": node.node_hex,
+                "address": self.daemon.address, **self.core_status(node),
+                "subscriptions": len(self._sinks), "counters": dict(self.counters)}
+
+    # -- effects from the core ------------------------------------------------------------------
+
+    def _on_deliver(self, effect: Deliver) -> None:
+        event = effect.event
+        sink = self._sinks.get(effect.sub)
+        if sink is None:
+            self.counters["undeliverable"] += 1
+            return
+        self.counters["delivered"] += 1
+        sink(Notification(effect.sub, event.topic, event.msg_id, event.seq, dict(event.attrs),
+                          event.payload, event.publisher, event.ts))
+
+    def _on_notice(self, notice: Notice) -> None:
+        if notice.kind == "published":
+            key = (notice.data["topic"], notice.data["msg_id"])
+            for send in self._waiting.pop(key, []):
+                send.send_nowait(notice.data.get("seq"))
+        elif notice.kind == "expired":
+            sink = self._sinks.pop(notice.data["sub"], None)
+            if sink is not None:
+                sink(Expired(notice.data["sub"]))
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _publish(self, request: Publish, msg_id: str) -> None:
+        try:
+            self._call(lambda core, now: core.publish(now, request.topic, request.attrs,
+                                                      request.payload, msg_id, ts=time.time()))
+        except (ValueError, LocalProtocolError) as exc:
+            raise ApiError("bad_request", str(exc)) from None
+        self.counters["published"] += 1
+
+    def _require_ready(self) -> None:
+        if not self.ready:
+            raise ApiError("not_ready", "this node has not joined the overlay yet")
+
+    def _call(self, fn: Callable[[Any, float], Any]) -> Any:
+        return self.daemon.call(lambda node, now: fn(self.core_of(node), now))
+
+
+__all__ = ["DEFAULT_PUBLISH_TIMEOUT", "CoreService"]
