@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from overlay import __version__
 from overlay.core.errors import OverlayError
 
 #: Subcommands, in the order ``--help`` lists them.
-COMMANDS = ["pub", "sub", "status", "analyze", "keygen", "sim", "daemon", "cluster"]
+COMMANDS = ["pub", "sub", "status", "ring", "tree", "analyze", "keygen", "sim", "daemon",
+            "cluster"]
 
 #: Subcommands that parse their own arguments (module with ``run_argv``).
 PASSTHROUGH = {"analyze": "analyze"}
 
 #: Subcommands defined together in one module.
-COMMAND_MODULES = {"pub": "pubsub", "sub": "pubsub", "status": "pubsub"}
+COMMAND_MODULES = {"pub": "pubsub", "sub": "pubsub", "status": "pubsub", "ring": "topology",
+                   "tree": "topology"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (``overlay tree --dot | head``): stop quietly, as cat does.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

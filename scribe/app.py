@@ -35,6 +35,7 @@ from scribe.messages import (
     Publish,
     PublishAck,
     RootHandover,
+    TreeInfo,
     check_group,
     check_topic,
 )
@@ -130,6 +131,17 @@ class ScribeApp:
                         "parent": None if tree.parent is None else s.hex(tree.parent.id),
                         "depth": tree.depth, "children": len(tree.children)}
                 for topic, tree in sorted(s.trees.items())}
+
+    def tree_info(self, topic: str) -> TreeInfo:
+        """This node's place in ``topic``'s tree (answer to a :class:`TreeQuery`)."""
+        s = self.state
+        tree = s.trees.get(topic)
+        subs = s.subs.topic(topic)
+        count = 0 if subs is None else len(subs)
+        if tree is None or not tree.attached:
+            return TreeInfo(topic, s.host.local, None, None, None, (), count)
+        return TreeInfo(topic, s.host.local, str(s.role(tree)), tree.parent, tree.depth,
+                        tuple(edge.ref for edge in tree.children.values()), count)
 
     # -- KBR up-calls ----------------------------------------------------------------------------
 

@@ -289,3 +289,24 @@ class AnycastBack(_TopicMessage):
         check_msg_id(self.msg_id)
         if len(self.groups) > MAX_GROUPS:
             raise ValueError(f"at most {MAX_GROUPS} groups")
+
+
+@message("scribe.tree_query")
+class TreeQuery(_TopicMessage):
+    """A runtime-level request (``overlay tree``): this node's place in ``topic``'s tree."""
+
+    topic: str
+
+
+@message("scribe.tree_info")
+class TreeInfo(Message):
+    """Answer to :class:`TreeQuery`. ``role`` is None when the node is not in the tree."""
+
+    topic: str
+    node: NodeRef
+    role: str | None
+    parent: NodeRef | None
+    depth: int | None
+    children: tuple[NodeRef, ...]
+    #: Local subscriptions to the topic on this node.
+    subscriptions: int

@@ -28,6 +28,7 @@ from overlay.runtime.gossip_service import GossipKind, GossipService, gossip_con
 from overlay.runtime.scribe_service import ScribeService
 from scribe.app import ScribeApp
 from scribe.config import ScribeConfig
+from scribe.messages import TreeQuery
 
 DAEMON_INFO = "daemon.json"
 _SCRIBE_SETTINGS = {f.name: f for f in dataclasses.fields(ScribeConfig)}
@@ -88,6 +89,9 @@ def build_node(config: DaemonConfig) -> Node:
         daemon = Daemon(dataclasses.replace(config, protocol=chord_settings),
                         app_factory=lambda node: ScribeApp(node, scribe_config))
         service = ScribeService(daemon)
+        scribe_service = service
+        daemon.request_handlers[TreeQuery] = (
+            lambda src, msg: scribe_service.core_of(daemon.node).tree_info(msg.topic))
     elif config.mode == "unstructured":
         daemon = Daemon(config, kind=GossipKind(gossip_config(config.protocol)))
         service = GossipService(daemon)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import pytest
 import trio
 
 from deploy import cluster
-from overlay.client import BadFilter, Event, NotReady, connect
+from overlay.client import AsyncClient, BadFilter, Event, NotReady, connect
 
 pytestmark = pytest.mark.integration
 
@@ -149,3 +151,39 @@ def test_daemon_json_and_status_describe_each_node(ring: cluster.Inventory) -> N
         status = cluster.node_status(node)
         assert status is not None
         assert status["successor"]["node"] == ordered[(i + 1) % len(ordered)].node
+
+
+def overlay_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "overlay.cli", *args], capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+async def test_ring_and_tree_commands_show_the_live_overlay(ring: cluster.Inventory) -> None:
+    n = ring.nodes
+    members = {n[1].node, n[2].node, n[4].node}
+    async with connect(n[1].api) as c1, connect(n[2].api) as c2, connect(n[4].api) as c4, \
+            c1.subscribe("maps", ""), c2.subscribe("maps", "x > 1"), c4.subscribe("maps", ""):
+        async def attached(client: AsyncClient) -> bool:
+            tree = (await client.status())["topics"].get("maps", {})
+            return tree.get("parent") is not None or tree.get("role") == "root"
+
+        with trio.fail_after(30):  # until each subscriber's node is attached to the tree
+            while not (await attached(c1) and await attached(c2) and await attached(c4)):
+                await trio.sleep(0.1)
+        walked = await trio.to_thread.run_sync(overlay_cli, "ring", "--api", n[3].api, "--json")
+        tree = await trio.to_thread.run_sync(overlay_cli, "tree", "maps", "--api", n[0].api,
+                                             "--json")
+    assert walked.returncode == 0, walked.stderr
+    order = [json.loads(line)["node"] for line in walked.stdout.splitlines()]
+    assert order[0] == n[3].node and sorted(order) == sorted(e.node for e in n)
+    start = sorted(order).index(order[0])
+    assert order == sorted(order)[start:] + sorted(order)[:start]  # ring order from n3
+    assert tree.returncode == 0, tree.stderr
+    nodes = {r["node"]: r for r in map(json.loads, tree.stdout.splitlines())}
+    (root,) = [r for r in nodes.values() if r["role"] == "root"]
+    assert root["depth"] == 0 and root["parent"] is None
+    assert {k for k, r in nodes.items() if r["subscriptions"]} == members
+    for record in nodes.values():
+        if record["parent"] is not None:
+            assert nodes[record["parent"]]["depth"] == record["depth"] - 1
+            assert record["node"] in nodes[record["parent"]]["children"]
