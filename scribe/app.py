@@ -34,6 +34,8 @@ from scribe.messages import (
     Leave,
     Publish,
     PublishAck,
+    Replicate,
+    ReplicateAck,
     RootHandover,
     TreeInfo,
     check_group,
@@ -70,6 +72,8 @@ class ScribeApp:
             HeartbeatAck: r.on_heartbeat_ack,
             Publish: self.publishing.on_direct,
             PublishAck: self.publishing.on_ack,
+            Replicate: self.publishing.retention.on_replicate,
+            ReplicateAck: self.publishing.retention.on_replicate_ack,
         }
 
     @property
@@ -118,11 +122,13 @@ class ScribeApp:
 
     def publish(self, now: float, topic: str, attrs: Mapping[str, AttrValue],
                 payload: bytes = b"", msg_id: str | None = None,
-                ts: float | None = None) -> str:
+                ts: float | None = None, reliable: bool = True) -> str:
         """Publish an event; returns its msg_id (``msg_id`` if given, else a fresh random
         one). ``ts``: publish time to carry (default ``now``). A ``published`` notice
-        follows once the root numbered it. Raises ``ValueError`` for bad input."""
-        return self.publishing.publish(now, topic, attrs, payload, msg_id, ts)
+        follows once the root numbered it (reliable: and its replicas hold it; until
+        then the event is sent again every ``publish_retry``). Raises ``ValueError``
+        for bad input."""
+        return self.publishing.publish(now, topic, attrs, payload, msg_id, ts, reliable)
 
     def status(self) -> dict[str, Any]:
         """Topics this node is in, with role, parent, depth and children (API ``status``)."""

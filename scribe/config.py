@@ -34,18 +34,36 @@ class ScribeConfig:
     event_memory: float = 60.0
     #: Topics whose root address a publisher keeps.
     root_cache_size: int = 4096
+    #: Successors that hold a copy of the root's counter and retained events before a
+    #: reliable publish is acknowledged (fewer when the ring is smaller).
+    replicas: int = 2
+    #: Events the root and its replicas retain per topic, at most, and for how long.
+    retain_count: int = 1024
+    retain_seconds: float = 300.0
+    #: A reliable publish without an acknowledgement in this time is sent again, same
+    #: msg_id (the root numbers it once).
+    publish_retry: float = 2.0
+    #: ... and given up on (a ``drop`` trace) once unacknowledged this long.
+    publish_give_up: float = 60.0
+    #: A replica that has not confirmed a copy in this time is given up on for that event.
+    replica_timeout: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("heartbeat_interval", "parent_timeout", "join_timeout", "event_memory"):
+        for name in ("heartbeat_interval", "parent_timeout", "join_timeout", "event_memory",
+                     "retain_seconds", "publish_retry", "replica_timeout",
+                     "publish_give_up"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if self.parent_timeout <= self.heartbeat_interval:
             raise ValueError("parent_timeout must exceed heartbeat_interval")
         if self.max_children is not None and self.max_children < 1:
             raise ValueError(f"max_children must be >= 1 or None, got {self.max_children}")
-        for name in ("summary_max_filters", "missed_heartbeats", "root_cache_size"):
+        for name in ("summary_max_filters", "missed_heartbeats", "root_cache_size",
+                     "retain_count"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.replicas < 0:
+            raise ValueError(f"replicas must be >= 0, got {self.replicas}")
         if self.max_redirects < 0:
             raise ValueError(f"max_redirects must be >= 0, got {self.max_redirects}")
 

@@ -233,10 +233,35 @@ class Publish(Message):
 
     body: EventBody
     origin: NodeRef
+    #: Reliable: acknowledged once the root's replicas hold it, retried until then.
+    reliable: bool = True
 
     def __post_init__(self) -> None:
         if self.body.seq is not None:
             raise ValueError("a published event is numbered by the root, not before")
+
+
+@message("scribe.replicate")
+class Replicate(Message):
+    """The root's copy of a numbered event for one of its successors, which would take
+    the topic's key over next: it keeps the event and the counter."""
+
+    body: EventBody
+    root: NodeRef
+
+    def __post_init__(self) -> None:
+        if self.body.seq is None:
+            raise ValueError("a replicated event carries its sequence number")
+
+
+@message("scribe.replicate_ack")
+class ReplicateAck(_TopicMessage):
+    """A successor holds the event ``msg_id`` (number ``seq``) of ``topic``."""
+
+    topic: str
+    msg_id: str
+    seq: int
+    replica: NodeRef
 
 
 @message("scribe.publish_ack")

@@ -4,6 +4,11 @@ The first event of a topic is routed through the DHT toward the topic's key; the
 answer (:class:`PublishAck`) tells the publisher's node the root's address, and later
 events go there in one hop. A cached root that cannot be reached is forgotten and the
 event routed again; a cached node that is no longer the root routes it on itself.
+
+A reliable event stays with the publisher's node until the root's acknowledgement,
+which comes once the root's replicas hold it (:mod:`scribe.retention`); without one
+within ``publish_retry`` it is routed to the topic's key again with the same msg_id,
+across root failures, and the (possibly new) root numbers it once.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from chord.kbr import NodeRef
 from scribe.dissemination import Dissemination
 from scribe.membership import Membership
 from scribe.messages import AttrValue, EventBody, Publish, PublishAck, check_topic
+from scribe.retention import Retention
 from scribe.state import ScribeState
 
 
@@ -25,12 +31,16 @@ class Publishing:
         self.s = state
         self.membership = membership
         self.dissemination = dissemination
+        self.retention = Retention(state, self._acknowledged)
         #: Topic -> its root as last acknowledged, least recently used first.
         self.roots: OrderedDict[str, NodeRef] = OrderedDict()
+        #: (topic, msg_id) -> reliable events not acknowledged yet: the message, when it
+        #: was accepted and when it was last sent.
+        self.unacked: dict[tuple[str, str], tuple[Publish, float, float]] = {}
 
     def publish(self, now: float, topic: str, attrs: Mapping[str, AttrValue],
                 payload: bytes = b"", msg_id: str | None = None,
-                ts: float | None = None) -> str:
+                ts: float | None = None, reliable: bool = True) -> str:
         """Accept an event from the local application; returns its msg_id."""
         s = self.s
         check_topic(topic)
@@ -39,8 +49,27 @@ class Publishing:
         body = EventBody(topic, msg_id, None, dict(attrs), bytes(payload), s.me_hex,
                          now if ts is None else float(ts))
         s.trace("publish", topic=topic, msg_id=msg_id, attrs=body.attrs, size=len(payload))
-        self._toward_root(now, Publish(body, s.me))
+        msg = Publish(body, s.me, reliable)
+        if reliable:
+            self.unacked[(topic, msg_id)] = (msg, now, now)
+            s.wake(now)
+        self._toward_root(now, msg)
         return msg_id
+
+    def retry(self, now: float) -> None:
+        """Send again, through the DHT, every reliable event unacknowledged for too long;
+        give up (a ``drop`` record, reason ``expired``) on one past ``publish_give_up``."""
+        s = self.s
+        cfg = s.config
+        for key, (msg, accepted, sent) in list(self.unacked.items()):
+            topic = msg.body.topic
+            if accepted + cfg.publish_give_up <= now:
+                del self.unacked[key]
+                s.trace("drop", topic=topic, msg_id=msg.body.msg_id, reason="expired")
+            elif sent + cfg.publish_retry <= now:
+                self.roots.pop(topic, None)  # the cached root may be the problem
+                self.unacked[key] = (msg, accepted, now)
+                s.host.route(now, s.mid(topic), msg)
 
     def _toward_root(self, now: float, msg: Publish) -> None:
         s = self.s
@@ -55,13 +84,18 @@ class Publishing:
         s = self.s
         topic = msg.body.topic
         self.membership.claim_root(now, topic)
+        retention = self.retention
+        retention.adopt_replica(topic)
+        seq = retention.numbered(topic, msg.body.msg_id)
+        if seq is not None:  # a retried publish: same number, not sent down again
+            if not retention.also_waiting(topic, msg.body.msg_id, msg.origin):
+                retention.answer(replace(msg.body, seq=seq), msg.origin)
+            return
         seq = s.seq.get(topic, 0) + 1
         s.seq[topic] = seq
         body = replace(msg.body, seq=seq)
-        if msg.origin.id == s.me.id:
-            s.host.notice("published", topic=topic, msg_id=body.msg_id, seq=seq)
-        else:
-            s.send(msg.origin, PublishAck(topic, body.msg_id, seq, s.me))
+        if retention.keep(now, body, msg.origin, msg.reliable):
+            retention.answer(body, msg.origin)
         self.dissemination.from_root(now, body)
 
     def on_direct(self, now: float, msg: Publish) -> None:
@@ -79,7 +113,13 @@ class Publishing:
         self.roots.move_to_end(ack.topic)
         while len(self.roots) > s.config.root_cache_size:
             self.roots.popitem(last=False)
-        s.host.notice("published", topic=ack.topic, msg_id=ack.msg_id, seq=ack.seq)
+        self._acknowledged(ack.topic, ack.msg_id, ack.seq)
+
+    def _acknowledged(self, topic: str, msg_id: str, seq: int) -> None:
+        """The root (and its replicas) hold the event: the application is answered."""
+        if self.unacked.pop((topic, msg_id), None) is not None:
+            self.s.trace("publish_ack", topic=topic, msg_id=msg_id, seq=seq)
+        self.s.host.notice("published", topic=topic, msg_id=msg_id, seq=seq)
 
     def on_unreachable(self, now: float, msg: Publish) -> None:
         """The cached root is gone: forget it and route the event through the DHT."""

@@ -28,6 +28,7 @@ from scribe.messages import (
     JoinAck,
     Leave,
     Publish,
+    Replicate,
 )
 from scribe.publish import Publishing
 from scribe.state import TICK, ScribeState
@@ -55,7 +56,11 @@ class Repair:
             if s.trees.get(tree.topic) is tree:
                 self._check_children(now, tree)
         self.dissemination.memory.forget_old(now)
-        if s.trees or len(self.dissemination.memory):
+        publishing = self.publishing
+        publishing.retention.tick(now)
+        publishing.retry(now)
+        if s.trees or len(self.dissemination.memory) or publishing.unacked \
+                or publishing.retention:
             s.timers.set(TICK, now + s.config.heartbeat_interval)
 
     def check_ownership(self, now: float) -> None:
@@ -129,6 +134,8 @@ class Repair:
         s = self.s
         if isinstance(msg, Publish):
             self.publishing.on_unreachable(now, msg)
+        elif isinstance(msg, Replicate):
+            self.publishing.retention.replica_unreachable(now, dest, msg)
         elif isinstance(msg, Event):
             self._lose_child_at(msg.body.topic, dest)
             handled = self.dissemination.memory.get(msg.body.topic, msg.body.msg_id)

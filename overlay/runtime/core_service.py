@@ -76,6 +76,10 @@ class CoreService:
     def core_status(self, node: Any) -> dict[str, Any]:
         raise NotImplementedError
 
+    def publish_options(self, request: Publish) -> dict[str, Any]:
+        """Keyword arguments of the core's ``publish`` beyond the common ones."""
+        return {}
+
     # -- PubSubService -----------------------------------------------------------------------
 
     @property
@@ -177,7 +181,8 @@ class CoreService:
     def _publish(self, request: Publish, msg_id: str) -> None:
         try:
             self._call(lambda core, now: core.publish(now, request.topic, request.attrs,
-                                                      request.payload, msg_id, ts=time.time()))
+                                                      request.payload, msg_id, ts=time.time(),
+                                                      **self.publish_options(request)))
         except (ValueError, LocalProtocolError) as exc:
             raise ApiError("bad_request", str(exc)) from None
         self.counters["published"] += 1

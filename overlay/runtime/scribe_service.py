@@ -8,6 +8,7 @@ from chord.kbr import NodeRef
 from chord.node import ChordNode
 from chord.ring import hex_id
 from overlay.runtime.api import ApiError
+from overlay.runtime.api.requests import Publish
 from overlay.runtime.core_service import CoreService
 from scribe.app import ScribeApp
 from scribe.config import UnknownSubscriptionError
@@ -27,6 +28,10 @@ class ScribeService(CoreService):
         if not isinstance(node, ChordNode) or not isinstance(node.app, ScribeApp):
             raise ApiError("internal", "this node runs no Scribe application")
         return node.app
+
+    def publish_options(self, request: Publish) -> dict[str, Any]:
+        # Reliable: the root answers once its replicas hold the event (scribe.retention).
+        return {"reliable": request.reliable}
 
     def core_status(self, node: Any) -> dict[str, Any]:
         state = node.state()

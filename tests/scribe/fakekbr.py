@@ -37,6 +37,8 @@ class RecordingHost:
     traces: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     delivered: list[tuple[int, Any]] = field(default_factory=list)
     notices: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    #: What ``replica_set`` answers (the successors that would take our keys over).
+    replicas: list[NodeRef] = field(default_factory=list)
 
     def route(self, now: float, key: int, msg: Message) -> None:
         if self.is_responsible(key):
@@ -51,7 +53,7 @@ class RecordingHost:
         return key in self.responsible_for
 
     def replica_set(self, key: int, max_rank: int) -> list[NodeRef]:
-        return []
+        return self.replicas[:max_rank]
 
     def predecessor(self) -> NodeRef | None:
         return None
@@ -167,7 +169,12 @@ class OracleHost(CoreBase):
         return self.ring.succ(key) == self.local.id
 
     def replica_set(self, key: int, max_rank: int) -> list[NodeRef]:
-        return []
+        found: list[NodeRef] = []
+        current = self.local.id
+        while len(found) < min(max_rank, len(self.ring.ids) - 1):
+            current = self.ring.succ(current + 1)
+            found.append(self.ring.hosts[current].local)
+        return found
 
     def predecessor(self) -> NodeRef | None:
         return self.ring.hosts[self.ring.pred(self.local.id)].local

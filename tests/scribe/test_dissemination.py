@@ -31,6 +31,8 @@ def test_the_root_numbers_a_local_publish_and_sends_it_only_where_it_may_match()
     assert (ev.hop, ev.plain, ev.groups, ev.sender, ev.body.seq) == (1, True, (), ref(200), 1)
     assert host.traces == [
         ("publish", {"topic": TOPIC, "msg_id": "ab", "attrs": {"x": 9, "y": 1}, "size": 2}),
+        # No successors to copy it to (a one-node ring): acknowledged at once.
+        ("publish_ack", {"topic": TOPIC, "msg_id": "ab", "seq": 1}),
         ("deliver", {"topic": TOPIC, "msg_id": "ab", "sub": 1, "hop": 0, "seq": 1,
                      "dup": False}),
         ("forward", {"topic": TOPIC, "msg_id": "ab", "to": "0065", "hop": 1})]

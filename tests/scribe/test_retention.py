@@ -1,0 +1,141 @@
+"""Reliable publishing, exact effects: the root copies each reliable event to its
+replicas before it answers, numbers a retried msg_id once, and a replica that takes the
+key over numbers on from the copies; the publisher's node retries until answered."""
+
+from __future__ import annotations
+
+from scribe import ScribeConfig
+from scribe.messages import Event, EventBody, Publish, PublishAck, Replicate, ReplicateAck
+from tests.scribe.helpers import MID, TOPIC, join, make, ref
+
+ORIGIN = ref(500)
+CONFIG = ScribeConfig(replicas=2, replica_timeout=1.5, publish_retry=2.0)
+
+
+def body(msg_id: str, seq: int | None = None) -> EventBody:
+    return EventBody(TOPIC, msg_id, seq, {"x": 1}, b"p", "01f4", 0.5)
+
+
+def root_with_replicas():  # type: ignore[no-untyped-def]
+    app, host = make(200, root=True, config=CONFIG)
+    host.replicas = [ref(300), ref(400), ref(450)]
+    app.deliver(0.0, MID, join(101, ""), 1)  # one child, so events go down the tree
+    host.clear()
+    return app, host
+
+
+def test_the_root_answers_a_reliable_publish_once_both_replicas_hold_it() -> None:
+    app, host = root_with_replicas()
+    app.deliver(1.0, MID, Publish(body("aa"), ORIGIN), 2)
+    copies = host.sent_of(Replicate)
+    assert [dest for dest, _ in copies] == ["n300", "n400"]  # replicas=2: nearest two
+    assert all(m.body.seq == 1 and m.root == ref(200) for _, m in copies)
+    assert [dest for dest, _ in host.sent_of(Event)] == ["n101"]  # spreading starts at once
+    assert not host.sent_of(PublishAck)
+    app.on_direct(1.1, "n300", ReplicateAck(TOPIC, "aa", 1, ref(300)))
+    assert not host.sent_of(PublishAck)
+    app.on_direct(1.2, "n400", ReplicateAck(TOPIC, "aa", 1, ref(400)))
+    assert host.sent_of(PublishAck) == [("n500", PublishAck(TOPIC, "aa", 1, ref(200)))]
+
+
+def test_a_retried_msg_id_is_numbered_once_and_not_sent_down_again() -> None:
+    app, host = root_with_replicas()
+    app.deliver(1.0, MID, Publish(body("aa"), ORIGIN), 2)
+    app.deliver(1.1, MID, Publish(body("aa"), ORIGIN), 2)  # retried while pending
+    assert len(host.sent_of(Replicate)) == 2 and len(host.sent_of(Event)) == 1
+    for replica in (300, 400):
+        app.on_direct(1.2, f"n{replica}", ReplicateAck(TOPIC, "aa", 1, ref(replica)))
+    assert len(host.sent_of(PublishAck)) == 1
+    app.deliver(5.0, MID, Publish(body("aa"), ORIGIN), 2)  # retried after the answer
+    assert [m.seq for _, m in host.sent_of(PublishAck)] == [1, 1]
+    assert len(host.sent_of(Replicate)) == 2 and len(host.sent_of(Event)) == 1
+    app.deliver(5.1, MID, Publish(body("bb"), ORIGIN), 2)
+    assert [m.body.seq for _, m in host.sent_of(Event)] == [1, 2]
+
+
+def test_a_silent_or_unreachable_replica_is_given_up_on() -> None:
+    app, host = root_with_replicas()
+    app.deliver(1.0, MID, Publish(body("aa"), ORIGIN), 2)
+    app.on_unreachable(1.1, "n300", host.sent_of(Replicate)[0][1])
+    assert not host.sent_of(PublishAck)
+    # n400 never answers: given up on after replica_timeout, at the next tick.
+    app.on_timer(2.0)
+    assert not host.sent_of(PublishAck)
+    app.on_timer(3.0)
+    assert [m.seq for _, m in host.sent_of(PublishAck)] == [1]
+
+
+def test_unreliable_publishes_skip_the_replicas() -> None:
+    app, host = root_with_replicas()
+    app.deliver(1.0, MID, Publish(body("aa"), ORIGIN, reliable=False), 2)
+    assert not host.sent_of(Replicate)
+    assert [m.seq for _, m in host.sent_of(PublishAck)] == [1]
+
+
+def test_a_replica_that_takes_the_key_over_numbers_on_from_its_copies() -> None:
+    app, host = make(300, config=CONFIG)
+    for seq, msg_id in enumerate(["aa", "bb", "cc"], start=1):
+        app.on_direct(1.0, "n200", Replicate(body(msg_id, seq), ref(200)))
+    assert [m.seq for _, m in host.sent_of(ReplicateAck)] == [1, 2, 3]
+    assert all(dest == "n200" for dest, _ in host.sent_of(ReplicateAck))
+    host.clear()
+    host.responsible_for.add(MID)  # the old root failed: the key is ours now
+    app.deliver(5.0, MID, Publish(body("bb"), ORIGIN), 3)  # a retry of an acked event
+    assert host.sent_of(PublishAck) == [("n500", PublishAck(TOPIC, "bb", 2, ref(300)))]
+    app.deliver(5.1, MID, Publish(body("dd"), ORIGIN, reliable=False), 3)
+    assert [m.seq for _, m in host.sent_of(PublishAck)] == [2, 4]
+
+
+def test_retention_is_bounded_by_count() -> None:
+    app, host = make(200, root=True, config=ScribeConfig(retain_count=2))
+    for msg_id in ("aa", "bb", "cc"):
+        app.deliver(1.0, MID, Publish(body(msg_id), ORIGIN), 2)
+    retained = app.publishing.retention.root[TOPIC]
+    assert [b.msg_id for _, b in retained.events.values()] == ["bb", "cc"]
+    host.clear()
+    app.deliver(2.0, MID, Publish(body("aa"), ORIGIN), 2)  # forgotten: numbered anew
+    assert [m.seq for _, m in host.sent_of(PublishAck)] == [4]
+
+
+def test_the_publishers_node_retries_until_the_root_answers() -> None:
+    app, host = make(500, config=CONFIG)
+    app.publish(0.0, TOPIC, {"x": 1}, b"p", msg_id="aa")
+    assert [(key, m.body.msg_id) for key, m in host.routed] == [(MID, "aa")]
+    app.on_timer(1.0)
+    assert len(host.routed) == 1
+    app.on_timer(2.0)  # publish_retry passed without an answer: routed again
+    assert [m.body.msg_id for _, m in host.routed] == ["aa", "aa"]
+    assert all(m.reliable for _, m in host.routed)
+    app.on_timer(3.0)  # the next retry is publish_retry after the last one, not at once
+    assert len(host.routed) == 2
+    app.on_direct(2.5, "n200", PublishAck(TOPIC, "aa", 7, ref(200)))
+    assert host.notices[-1] == ("published", {"topic": TOPIC, "msg_id": "aa", "seq": 7})
+    assert ("publish_ack", {"topic": TOPIC, "msg_id": "aa", "seq": 7}) in host.traces
+    app.on_timer(4.0)
+    app.on_timer(6.0)
+    assert len(host.routed) == 2  # answered: no more retries
+
+
+def test_unreliable_publishes_are_not_retried_or_acknowledged_in_the_trace() -> None:
+    app, host = make(500, config=CONFIG)
+    app.publish(0.0, TOPIC, {"x": 1}, b"p", msg_id="aa", reliable=False)
+    app.on_timer(1.0)
+    app.on_timer(2.0)
+    app.on_timer(3.0)
+    assert len(host.routed) == 1
+    app.on_direct(2.5, "n200", PublishAck(TOPIC, "aa", 7, ref(200)))
+    assert "publish_ack" not in host.trace_kinds()
+
+
+def test_a_publish_never_answered_is_given_up_on_with_a_drop_record() -> None:
+    app, host = make(500, config=ScribeConfig(publish_retry=2.0, publish_give_up=5.0))
+    app.publish(0.0, TOPIC, {"x": 1}, b"p", msg_id="aa")
+    for now in (2.0, 4.0):
+        app.on_timer(now)
+    assert len(host.routed) == 3
+    app.on_timer(5.0)
+    app.on_timer(8.0)
+    assert len(host.routed) == 3  # no retries after giving up
+    assert ("drop", {"topic": TOPIC, "msg_id": "aa", "reason": "expired"}) in host.traces
+    app.on_direct(9.0, "n200", PublishAck(TOPIC, "aa", 7, ref(200)))
+    assert "publish_ack" not in host.trace_kinds()  # a late answer is not a reliable ack
