@@ -274,6 +274,23 @@ def analyze(path: Path, run: str | None = None) -> dict[str, Any]:
             },
         }
 
+    fwd_by_node = Counter(r["node"] for r in by_ev["forward"])
+    last_op: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in by_ev["child"]:
+        if r.get("topic") is None or r.get("child") is None:
+            continue
+        k = (r["node"], r["topic"], r["child"])
+        if k not in last_op or r["_o"] > last_op[k]["_o"]:
+            last_op[k] = r
+    kids = Counter(node for (node, _, _), r in last_op.items() if r.get("op") == "add")
+    stress = {
+        "nodes": len(nodes),
+        "forwards_mean": _ratio(sum(fwd_by_node.values()), len(nodes)),
+        "forwards_max": max((fwd_by_node[n] for n in nodes), default=None),
+        "children_mean": _ratio(sum(kids.values()), len(nodes)),
+        "children_max": max((kids[n] for n in nodes), default=None),
+    }
+
     looks = by_ev["lookup"]
     hops = [r["hops"] for r in looks if r.get("hops") is not None]
     oks = [r["ok"] for r in looks if r.get("ok") is not None]
@@ -282,6 +299,7 @@ def analyze(path: Path, run: str | None = None) -> dict[str, Any]:
         "bad_lines": bad,
         "nodes": len(nodes),
         "bad_filters": bad_filters,
+        "node_stress": stress,
         "lookup": {
             "count": len(looks),
             "ok_rate": _ratio(sum(oks), len(oks)),

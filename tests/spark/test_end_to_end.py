@@ -26,6 +26,7 @@ def _check(traces: Path, out: Path, summary_in_memory: dict[str, Any]) -> dict[s
     assert summary == json.loads(json.dumps(summary_in_memory))
     want = oracle.analyze(traces, run=RUN)
     oracle.assert_summary_matches(summary, want)
+    assert set(summary["topics"]) == set(want["topics"])
     for key in ("records", "bad_lines"):
         assert isinstance(summary[key], int)
     for scope in [summary["overall"], *summary["topics"].values()]:
