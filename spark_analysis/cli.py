@@ -90,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     except Exception as exc:
         progress.done()
-        print(f"spark_analysis: analysis failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        # Spark errors carry the whole JVM stack trace; its first line says what failed.
+        first = (str(exc).strip().splitlines() or [""])[0][:500]
+        print(f"spark_analysis: analysis failed: {type(exc).__name__}: {first}", file=sys.stderr)
         return EXIT_FAILED
     finally:
         if spark is not None:
