@@ -1,4 +1,4 @@
-"""Topic trees: membership at the end of the trace and each member's depth."""
+"""Topic trees: membership when each topic last carried an event, and each member's depth."""
 
 from __future__ import annotations
 
@@ -10,22 +10,45 @@ from spark_analysis.schema import Ev, order_key
 from spark_analysis.stats import per_topic_and_overall
 
 
+def tree_records_in_use(records: DataFrame, ev: str) -> DataFrame:
+    """``ev`` records (``tree`` or ``tree_leave``) of each topic up to its last ``publish``
+    or ``deliver`` record; all of them for a topic that carried no event.
+
+    TRACES.md defines depth by each node's latest ``tree`` record, dropping nodes with a
+    later ``tree_leave``. Read over a whole trace that ends with every daemon stopping
+    gracefully, every node has left and no tree remains. The tree that matters is the
+    one that carried the events, so records after a topic's last event are left out.
+    """
+    last_event = (
+        records.filter(F.col("ev").isin(Ev.PUBLISH, Ev.DELIVER) & F.col("topic").isNotNull())
+        .groupBy("topic")
+        .agg(F.max("ts").alias("last_event_ts"))
+    )
+    return (
+        of_type(records, ev)
+        .filter(F.col("topic").isNotNull())
+        .join(last_event, "topic", "left")
+        .filter(F.col("last_event_ts").isNull() | (F.col("ts") <= F.col("last_event_ts")))
+        .drop("last_event_ts")
+    )
+
+
 def tree_members(records: DataFrame) -> DataFrame:
-    """(topic, node, parent, role) of every node in a topic tree at the end of the trace.
+    """(topic, node, parent, role) of every node in a topic tree when the topic last
+    carried an event (see :func:`tree_records_in_use`).
 
     Each node's latest ``tree`` record gives its parent; a node whose latest ``tree``
     record is followed by a later ``tree_leave`` is not in the tree. "Later" is the
     node's record order (ts, then position in its trace), so a leave and a rejoin in
     the same simulated instant resolve the way they were written.
     """
-    trees = of_type(records, Ev.TREE).filter(F.col("topic").isNotNull())
+    trees = tree_records_in_use(records, Ev.TREE)
     latest = trees.groupBy("topic", "node").agg(
         F.max_by(F.struct("parent", "role"), order_key()).alias("s"),
         F.max(order_key()).alias("joined_at"),
     )
     leaves = (
-        of_type(records, Ev.TREE_LEAVE)
-        .filter(F.col("topic").isNotNull())
+        tree_records_in_use(records, Ev.TREE_LEAVE)
         .groupBy("topic", "node")
         .agg(F.max(order_key()).alias("left_at"))
     )

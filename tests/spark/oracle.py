@@ -103,17 +103,25 @@ def analyze(path: Path, run: str | None = None) -> dict[str, Any]:
     for r in recs:
         by_ev[r["ev"]].append(r)
 
-    # trees
+    # trees, as they were when each topic last carried an event
+    last_event: dict[str, float] = {}
+    for r in by_ev["publish"] + by_ev["deliver"]:
+        if r.get("topic") is not None:
+            last_event[r["topic"]] = max(last_event.get(r["topic"], r["ts"]), r["ts"])
+
+    def in_use(r: dict[str, Any]) -> bool:
+        return r.get("topic") is not None and r["ts"] <= last_event.get(r["topic"], r["ts"])
+
     latest: dict[tuple[str, str], dict[str, Any]] = {}
     for r in by_ev["tree"]:
-        if r.get("topic") is None:
+        if not in_use(r):
             continue
         k = (r["topic"], r["node"])
         if k not in latest or r["_o"] > latest[k]["_o"]:
             latest[k] = r
     left: dict[tuple[str, str], tuple[Any, ...]] = {}
     for r in by_ev["tree_leave"]:
-        if r.get("topic") is None:
+        if not in_use(r):
             continue
         k = (r["topic"], r["node"])
         left[k] = max(left.get(k, r["_o"]), r["_o"])

@@ -54,6 +54,33 @@ def test_latest_tree_record_wins_and_leave_removes(spark: SparkSession) -> None:
     )
 
 
+def test_tree_records_after_the_topics_last_event_are_left_out(spark: SparkSession) -> None:
+    # Graceful shutdown: every node leaves after the last delivery; the tree that
+    # carried topic t's events is still the one measured. Topic u had no events, so
+    # its whole trace counts (its leave removes b).
+    records = records_df(
+        spark,
+        [
+            tree(1.0, "r", None),
+            tree(1.0, "a", "r"),
+            tree(1.0, "b", "a"),
+            {"ts": 2.0, "node": "r", "ev": "publish", "topic": "t", "msg_id": "m"},
+            {"ts": 2.5, "node": "b", "ev": "deliver", "topic": "t", "msg_id": "m"},
+            tree(3.0, "b", "r"),  # moved after the last event: not counted
+            {"ts": 9.0, "node": "r", "ev": "tree_leave", "topic": "t"},
+            {"ts": 9.0, "node": "a", "ev": "tree_leave", "topic": "t"},
+            {"ts": 9.0, "node": "b", "ev": "tree_leave", "topic": "t"},
+            tree(1.0, "b", None, topic="u"),
+            tree(1.0, "c", "b", topic="u"),
+            {"ts": 9.0, "node": "b", "ev": "tree_leave", "topic": "u"},
+        ],
+    )
+    assert_df_equal(
+        tree_members(records).select("topic", "node", "parent"),
+        [("t", "r", None), ("t", "a", "r"), ("t", "b", "a"), ("u", "c", "b")],
+    )
+
+
 def test_depths_with_cycle_dangling_parent_and_two_topics(spark: SparkSession) -> None:
     members = spark.createDataFrame(
         [
