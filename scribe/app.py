@@ -27,6 +27,7 @@ from scribe.messages import (
     DigestUpdate,
     Disown,
     Event,
+    Fill,
     Heartbeat,
     HeartbeatAck,
     Join,
@@ -34,13 +35,17 @@ from scribe.messages import (
     Leave,
     Publish,
     PublishAck,
+    Pull,
+    ReplicaSync,
     Replicate,
     ReplicateAck,
+    Restore,
     RootHandover,
     TreeInfo,
     check_group,
     check_topic,
 )
+from scribe.ordering import Ordering
 from scribe.publish import Publishing
 from scribe.repair import Repair
 from scribe.state import TICK, ScribeState
@@ -58,7 +63,17 @@ class ScribeApp:
         self.membership = Membership(self.state)
         self.dissemination = Dissemination(self.state)
         self.publishing = Publishing(self.state, self.membership, self.dissemination)
-        self.repair = Repair(self.state, self.membership, self.dissemination, self.publishing)
+        retention = self.publishing.retention
+        self.ordering = o = Ordering(self.state, self.dissemination.handle, retention.log,
+                                     self.dissemination.from_root, retention.released_through)
+        self.dissemination.ordering = o
+        self.membership.root_taken = o.on_root
+        self.membership.joined = o.on_joined
+        self.membership.numbering = self.publishing.on_claim
+        self.membership.handing_over = retention.hand_over
+        self.membership.taking_over = retention.adopt_events
+        self.repair = Repair(self.state, self.membership, self.dissemination, self.publishing,
+                             o)
         m, d, r = self.membership, self.dissemination, self.repair
         self._direct: dict[type[Message], Callable[[float, Any], None]] = {
             Event: d.on_event,
@@ -72,8 +87,12 @@ class ScribeApp:
             HeartbeatAck: r.on_heartbeat_ack,
             Publish: self.publishing.on_direct,
             PublishAck: self.publishing.on_ack,
-            Replicate: self.publishing.retention.on_replicate,
-            ReplicateAck: self.publishing.retention.on_replicate_ack,
+            Replicate: retention.on_replicate,
+            ReplicateAck: retention.on_replicate_ack,
+            ReplicaSync: retention.on_replica_sync,
+            Pull: o.on_pull,
+            Fill: o.on_fill,
+            Restore: o.on_restore,
         }
 
     @property
@@ -163,6 +182,8 @@ class ScribeApp:
             self.publishing.at_root(now, msg)
         elif isinstance(msg, RootHandover):
             self.membership.on_handover(now, msg)
+        elif isinstance(msg, Pull):
+            self.ordering.on_root_pull(now, msg)
 
     def on_direct(self, now: float, src: str, msg: Message) -> None:
         handler = self._direct.get(type(msg))
@@ -173,6 +194,11 @@ class ScribeApp:
         self.repair.on_unreachable(now, dest, msg)
 
     def update(self, now: float, node: NodeRef, joined: bool) -> None:
+        s = self.state
+        pred = s.host.predecessor()
+        pred_id = None if pred is None else pred.id
+        if pred_id != s.pred_id:
+            s.pred_id, s.pred_changed_at = pred_id, now
         self.repair.check_ownership(now)
 
     def on_timer(self, now: float) -> None:

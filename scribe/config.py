@@ -47,6 +47,16 @@ class ScribeConfig:
     publish_give_up: float = 60.0
     #: A replica that has not confirmed a copy in this time is given up on for that event.
     replica_timeout: float = 1.0
+    #: A node that became responsible for a topic's key shortly before (its predecessor
+    #: changed) and knows nothing of the topic (no counter, no copies) waits this long
+    #: before numbering: members re-joining in that time tell it how far the lost root
+    #: had numbered. None: parent_timeout + join_timeout + 3 heartbeat intervals.
+    takeover_wait: float | None = None
+
+    def takeover_window(self) -> float:
+        if self.takeover_wait is not None:
+            return self.takeover_wait
+        return self.parent_timeout + self.join_timeout + 3 * self.heartbeat_interval
 
     def __post_init__(self) -> None:
         for name in ("heartbeat_interval", "parent_timeout", "join_timeout", "event_memory",

@@ -6,6 +6,9 @@ child), and serves the anycast groups it was asked to (see ``anycast``). Each
 child gets at most one copy per step, carrying both duties. A node remembers the events
 it handled for ``event_memory`` seconds, so a second copy (after a tree change) is
 neither delivered nor forwarded again, and a group handed back finds its search state.
+
+Plain copies pass through :mod:`scribe.ordering` first, which hands them over in seq
+order once nothing before them is missing.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from chord.kbr import NodeRef
 from scribe.anycast import GroupSearch, Steering
@@ -20,6 +24,9 @@ from scribe.messages import AnycastBack, AttrValue, Event, EventBody, Leave
 from scribe.state import ScribeState
 from scribe.subscriptions import Subscription, TopicSubscriptions
 from scribe.tree import TopicTree
+
+if TYPE_CHECKING:
+    from scribe.ordering import Ordering
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +93,8 @@ class Dissemination:
         self.s = state
         self.memory = EventMemory(state.config.event_memory)
         self.steering = Steering()
+        #: Set by the app once built (it needs this object's ``handle``).
+        self.ordering: Ordering | None = None
 
     def from_root(self, now: float, body: EventBody) -> None:
         """The root numbered ``body``: start it down the tree."""
@@ -96,6 +105,10 @@ class Dissemination:
         tree = s.trees.get(body.topic)
         if tree is None:
             return  # nobody subscribes to the topic
+        assert body.seq is not None
+        if tree.stream.through is not None and body.seq <= tree.stream.through:
+            return  # handled already (caught up when this node took the root role)
+        tree.stream.through = body.seq
         topic_subs = s.subs.topic(body.topic)
         groups = set(topic_subs.groups) if topic_subs is not None else set()
         for edge in tree.children.values():
@@ -108,9 +121,12 @@ class Dissemination:
         assert body.seq is not None  # Event validates that
         s.note_seq(body.topic, body.seq)
         handled = self.memory.get(body.topic, body.msg_id)
-        s.trace("recv", topic=body.topic, msg_id=body.msg_id, **{"from": s.hex(ev.sender.id)},
-                hop=ev.hop, dup=handled is not None)
         tree = s.trees.get(body.topic)
+        ordering = self.ordering if ev.plain else None
+        dup = handled is not None or (
+            ordering is not None and tree is not None and ordering.seen(tree, body.seq))
+        s.trace("recv", topic=body.topic, msg_id=body.msg_id, **{"from": s.hex(ev.sender.id)},
+                hop=ev.hop, dup=dup)
         if tree is not None and tree.parent is not None and tree.parent.id == ev.sender.id:
             tree.parent_heard = now
         else:
@@ -121,6 +137,16 @@ class Dissemination:
             if ev.groups:
                 s.send(ev.sender, AnycastBack(body.topic, body.msg_id, ev.groups, s.me))
             return
+        if ordering is not None:
+            ordering.on_event(now, tree, ev)
+        else:
+            self.handle(now, tree, ev)
+
+    def handle(self, now: float, tree: TopicTree, ev: Event) -> None:
+        """Deliver and pass on one event from upstream (in seq order, when plain)."""
+        s = self.s
+        body = ev.body
+        handled = self.memory.get(body.topic, body.msg_id)
         if handled is None:
             handled = HandledEvent(body, ev.hop)
             self.memory.remember(now, handled)
@@ -194,8 +220,14 @@ class Dissemination:
         for child_id, (plain, groups) in plan.items():
             edge = tree.children[child_id]
             edge.last_sent = now
+            prev = None
+            if plain:  # plain copies chain along the edge (see scribe.ordering)
+                prev, edge.vouched = edge.vouched, body.seq
+                if prev is not None and body.seq is not None and prev >= body.seq:
+                    prev = None  # an older event handed down again: vouch for nothing
+                    edge.vouched = None
             s.trace("forward", topic=body.topic, msg_id=body.msg_id, to=s.hex(child_id), hop=hop)
-            s.send(edge.ref, Event(body, hop, s.me, plain, tuple(groups)))
+            s.send(edge.ref, Event(body, hop, s.me, plain, tuple(groups), prev))
 
     def _hand_back(self, handled: HandledEvent, groups: list[str],
                    upstream: NodeRef | None) -> None:

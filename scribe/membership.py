@@ -12,6 +12,7 @@ which adopts it or pushes it further.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from overlay.core.messages import Message
@@ -19,6 +20,7 @@ from scribe.messages import (
     DigestUpdate,
     DigestWire,
     Disown,
+    EventBody,
     Join,
     JoinAck,
     Leave,
@@ -28,10 +30,31 @@ from scribe.state import ScribeState
 from scribe.summaries import Digest
 from scribe.tree import TopicTree
 
+#: Called when this node takes the root role of a tree (it catches its stream up).
+RootTaken = Callable[[float, TopicTree], None]
+#: Called with the new parent's stream position from a JOIN acknowledgement.
+Joined = Callable[[float, TopicTree, int | None], None]
+#: Called when this node starts numbering a topic (it adopts its replica copies).
+Numbering = Callable[[float, str], None]
+#: Called when the key moves away: the events retained for the topic, to hand over.
+HandOver = Callable[[str], tuple[EventBody, ...]]
+#: Called with the events a former root handed over.
+TakeOver = Callable[[float, str, tuple[EventBody, ...]], None]
+
+
+def _nothing(*_: object) -> None:
+    return None
+
 
 class Membership:
     def __init__(self, state: ScribeState) -> None:
         self.s = state
+        # Hooks into ordering and retention, set by the app once those exist.
+        self.root_taken: RootTaken = _nothing
+        self.numbering: Numbering = _nothing
+        self.handing_over: HandOver = lambda topic: ()
+        self.taking_over: TakeOver = _nothing
+        self.joined: Joined = _nothing
 
     # -- this node's own needs -------------------------------------------------------------
 
@@ -54,7 +77,8 @@ class Membership:
         tree.joining_since = now
         version = tree.stamp_digest(digest)  # whoever adopts this node stores this digest
         # May come straight back through ``on_join_at_root`` when this node is the root.
-        s.host.route(now, tree.mid, Join(tree.topic, s.me, digest.to_wire(), version))
+        s.host.route(now, tree.mid, Join(tree.topic, s.me, digest.to_wire(), version,
+                                         through=tree.stream.through))
 
     def rejoin(self, now: float, tree: TopicTree) -> None:
         """The parent is gone (silent, unreachable or disowning): join again via the DHT."""
@@ -102,6 +126,8 @@ class Membership:
             s.send(tree.parent, Leave(tree.topic, s.me))
         tree.set_root(s.me.id)
         s.numbering.add(tree.topic)
+        self.numbering(now, tree.topic)
+        self.root_taken(now, tree)
         s.note_tree(tree)
         self.announce_path(now, tree)
 
@@ -109,6 +135,7 @@ class Membership:
         """This node is responsible for ``topic``'s key: it numbers the topic's events and,
         when it is in the tree, is its root."""
         self.s.numbering.add(topic)
+        self.numbering(now, topic)
         tree = self.s.trees.get(topic)
         if tree is not None:
             self.become_root(now, tree)
@@ -127,11 +154,13 @@ class Membership:
             version = tree.stamp_digest(current)
             digest = current.to_wire()
         s.host.route(now, s.mid(topic),
-                     RootHandover(topic, s.seq.get(topic, 0), s.me, digest, version))
+                     RootHandover(topic, s.seq.get(topic, 0), s.me, digest, version,
+                                  self.handing_over(topic)))
 
     def on_handover(self, now: float, msg: RootHandover) -> None:
         s = self.s
         s.note_seq(msg.topic, msg.seq)
+        self.taking_over(now, msg.topic, msg.events)
         adopt = msg.digest is not None and msg.old_root.id != s.me.id
         tree = s.tree_for(now, msg.topic) if adopt else None
         self.claim_root(now, msg.topic)
@@ -156,7 +185,8 @@ class Membership:
             self._adopt(now, tree, join)
             digest = s.digest_of(tree)
             tree.joining_since = now
-            return Join(join.topic, s.me, digest.to_wire(), tree.stamp_digest(digest))
+            return Join(join.topic, s.me, digest.to_wire(), tree.stamp_digest(digest),
+                        through=join.through)
         if tree.is_ancestor(join.joiner.id):
             return join  # the joiner is above this node: adopting it would close a loop
         self.accept(now, tree, join)
@@ -199,8 +229,16 @@ class Membership:
     def _adopt(self, now: float, tree: TopicTree, join: Join) -> None:
         s = self.s
         digest = Digest.from_wire(join.digest, s.config.summary_max_filters)
+        if tree.is_root and join.through is not None and \
+                join.through > (tree.stream.through or 0):
+            # The joiner has handled numbers this root never gave (the counter was lost
+            # with every replica): number on above them rather than again.
+            s.note_seq(tree.topic, join.through)
+            tree.stream.through = max(tree.stream.through or 0, join.through)
         s.add_child(now, tree, join.joiner, digest, join.version)
-        s.send(join.joiner, JoinAck(tree.topic, s.me, tree.path))
+        through = tree.stream.through
+        tree.children[join.joiner.id].vouched = through
+        s.send(join.joiner, JoinAck(tree.topic, s.me, tree.path, through))
 
     # -- answers from parents and children -------------------------------------------------------
 
@@ -223,6 +261,7 @@ class Membership:
         if tree.path != old_path:
             self.announce_path(now, tree)
         self.push_digest(tree)
+        self.joined(now, tree, ack.through)
 
     def on_leave(self, now: float, msg: Leave) -> None:
         tree = self.s.trees.get(msg.topic)

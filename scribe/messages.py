@@ -107,6 +107,27 @@ class EventBody(Record):
             raise ValueError("seq starts at 1")
 
 
+#: Most events one message (a fill, a handover, a replica sync) carries.
+MAX_BATCH = 512
+
+
+def check_seq(seq: int | None, name: str) -> None:
+    if seq is not None and seq < 0:
+        raise ValueError(f"{name} must be >= 0, got {seq}")
+
+
+def check_events(topic: str, events: tuple[EventBody, ...]) -> None:
+    """A batch of retained events: numbered, of ``topic``, in increasing seq order."""
+    if len(events) > MAX_BATCH:
+        raise ValueError(f"at most {MAX_BATCH} events in one message")
+    last = 0
+    for event in events:
+        if event.seq is None or event.seq <= last or event.topic != topic:
+            raise ValueError("batched events are numbered, of the message's topic and "
+                             "in increasing seq order")
+        last = event.seq
+
+
 def check_path(path: tuple[int, ...]) -> None:
     if len(path) > MAX_PATH:
         raise ValueError(f"a path to the root has at most {MAX_PATH} nodes")
@@ -146,11 +167,15 @@ class Join(_TopicMessage):
     #: The joiner's count of digests it sent (the parent keeps the newest it got).
     version: int
     redirects: int = 0
+    #: The highest seq the joiner's subtree has handled (None: none yet); a root that
+    #: lost its counter numbers on above it.
+    through: int | None = None
 
     def __post_init__(self) -> None:
         _TopicMessage.__post_init__(self)
         if self.redirects < 0 or self.version < 0:
             raise ValueError("redirects and version must be >= 0")
+        check_seq(self.through, "through")
 
 
 @message("scribe.join_ack")
@@ -161,6 +186,12 @@ class JoinAck(_PathMessage):
     topic: str
     parent: NodeRef
     path: tuple[int, ...]
+    #: The parent's stream position (see :class:`Heartbeat`); None: it has none yet.
+    through: int | None = None
+
+    def __post_init__(self) -> None:
+        _PathMessage.__post_init__(self)
+        check_seq(self.through, "through")
 
 
 @message("scribe.leave")
@@ -193,12 +224,21 @@ class DigestUpdate(_TopicMessage):
 class Heartbeat(_PathMessage):
     """The parent is alive; ``path`` is its current path from the root (for loop checks);
     ``digest_version`` is the newest digest it holds for the child (a child whose newer
-    digest was lost sends it again)."""
+    digest was lost sends it again). ``through``: the parent has handled every event up
+    to this seq, and sent the child each one it needs up to ``prev`` (None: it vouches
+    for nothing sent on this edge yet); a child behind ``prev`` lost some and pulls."""
 
     topic: str
     parent: NodeRef
     path: tuple[int, ...]
     digest_version: int
+    prev: int | None = None
+    through: int | None = None
+
+    def __post_init__(self) -> None:
+        _PathMessage.__post_init__(self)
+        check_seq(self.prev, "prev")
+        check_seq(self.through, "through")
 
 
 @message("scribe.heartbeat_ack")
@@ -217,11 +257,14 @@ class RootHandover(_TopicMessage):
     old_root: NodeRef
     digest: DigestWire | None
     version: int
+    #: The events the old root retained, oldest first (the new owner keeps them).
+    events: tuple[EventBody, ...] = ()
 
     def __post_init__(self) -> None:
         _TopicMessage.__post_init__(self)
         if self.seq < 0:
             raise ValueError("seq must be >= 0")
+        check_events(self.topic, self.events)
 
 
 # -- events ----------------------------------------------------------------------------------
@@ -290,14 +333,93 @@ class Event(Message):
     sender: NodeRef
     plain: bool
     groups: tuple[str, ...]
+    #: For a plain copy: the sender sent this edge every event up to ``prev`` that the
+    #: receiver needs, and nothing between ``prev`` and this one (None: it does not know
+    #: what it sent before). A receiver that has not handled ``prev`` pulls.
+    prev: int | None = None
 
     def __post_init__(self) -> None:
         if self.body.seq is None:
             raise ValueError("an event in the tree carries its seq")
+        check_seq(self.prev, "prev")
+        if self.prev is not None and self.prev >= self.body.seq:
+            raise ValueError("prev must be below the event's seq")
         if self.hop < 1:
             raise ValueError("an event below the root has hop >= 1")
         if len(self.groups) > MAX_GROUPS:
             raise ValueError(f"an event carries at most {MAX_GROUPS} groups")
+
+
+@message("scribe.pull")
+class Pull(_TopicMessage):
+    """``child`` has handled the stream up to ``after``: send what it lacks since. Sent
+    to the parent, or (with ``digest``: what the child's subtree wants) routed to the
+    topic's key, for the root to answer from its retention."""
+
+    topic: str
+    child: NodeRef
+    after: int
+    digest: DigestWire | None = None
+
+    def __post_init__(self) -> None:
+        _TopicMessage.__post_init__(self)
+        check_seq(self.after, "after")
+
+
+@message("scribe.fill")
+class Fill(_TopicMessage):
+    """Answer to :class:`Pull`: ``events`` are every event in (``after``, ``through``]
+    the child needs (oldest first); ``gone_before``: events below it are no longer
+    retained anywhere the parent could ask (0: nothing is missing)."""
+
+    topic: str
+    parent: NodeRef
+    after: int
+    through: int
+    events: tuple[EventBody, ...]
+    gone_before: int = 0
+    #: The root's answer to a routed pull (a catch-up after a join).
+    routed: bool = False
+
+    def __post_init__(self) -> None:
+        _TopicMessage.__post_init__(self)
+        check_seq(self.after, "after")
+        check_seq(self.through, "through")
+        check_seq(self.gone_before, "gone_before")
+        check_events(self.topic, self.events)
+        if self.events and not (self.after < (self.events[0].seq or 0)
+                                and (self.events[-1].seq or 0) <= self.through):
+            raise ValueError("a fill's events lie in (after, through]")
+
+
+@message("scribe.replica_sync")
+class ReplicaSync(_TopicMessage):
+    """The root's counter and retained events for a node that just became one of its
+    replicas (or only the counter, when events were numbered without a copy)."""
+
+    topic: str
+    seq: int
+    root: NodeRef
+    events: tuple[EventBody, ...]
+
+    def __post_init__(self) -> None:
+        _TopicMessage.__post_init__(self)
+        check_seq(self.seq, "seq")
+        check_events(self.topic, self.events)
+
+
+@message("scribe.restore")
+class Restore(_TopicMessage):
+    """A root that took the key over knowing nothing of the topic asks a member for the
+    events it handled after ``after`` (answered with a :class:`ReplicaSync`)."""
+
+    topic: str
+    root: NodeRef
+    after: int
+
+    def __post_init__(self) -> None:
+        _TopicMessage.__post_init__(self)
+        check_seq(self.after, "after")
 
 
 @message("scribe.anycast_back")

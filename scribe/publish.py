@@ -31,9 +31,12 @@ class Publishing:
         self.s = state
         self.membership = membership
         self.dissemination = dissemination
-        self.retention = Retention(state, self._acknowledged)
+        self.retention = Retention(state, self._acknowledged, dissemination.from_root)
         #: Topic -> its root as last acknowledged, least recently used first.
         self.roots: OrderedDict[str, NodeRef] = OrderedDict()
+        #: Topic -> publishes held at a root that is recovering the topic (by msg_id, in
+        #: arrival order; see ``ScribeState.start_recovery``).
+        self.deferred: dict[str, dict[str, Publish]] = {}
         #: (topic, msg_id) -> reliable events not acknowledged yet: the message, when it
         #: was accepted and when it was last sent.
         self.unacked: dict[tuple[str, str], tuple[Publish, float, float]] = {}
@@ -91,12 +94,27 @@ class Publishing:
             if not retention.also_waiting(topic, msg.body.msg_id, msg.origin):
                 retention.answer(replace(msg.body, seq=seq), msg.origin)
             return
+        if topic in s.recovering:
+            # Maybe a root failed with every copy of its counter: numbering from 1 would
+            # reuse numbers members hold. Wait for their positions (JOINs, catch-ups).
+            self.deferred.setdefault(topic, {}).setdefault(msg.body.msg_id, msg)
+            return
         seq = s.seq.get(topic, 0) + 1
         s.seq[topic] = seq
         body = replace(msg.body, seq=seq)
         if retention.keep(now, body, msg.origin, msg.reliable):
             retention.answer(body, msg.origin)
-        self.dissemination.from_root(now, body)
+            retention.release_ready(now, topic)
+
+    def number_deferred(self, now: float, topic: str) -> None:
+        """The topic's recovery ended: number the publishes held meanwhile."""
+        for msg in self.deferred.pop(topic, {}).values():
+            self.at_root(now, msg)
+
+    def on_claim(self, now: float, topic: str) -> None:
+        """This node starts numbering ``topic`` (it owns the key)."""
+        self.retention.adopt_replica(topic)
+        self.s.start_recovery(now, topic)
 
     def on_direct(self, now: float, msg: Publish) -> None:
         """An event sent straight to this node as the topic's cached root."""

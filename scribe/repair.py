@@ -22,14 +22,17 @@ from scribe.messages import (
     DigestUpdate,
     Disown,
     Event,
+    Fill,
     Heartbeat,
     HeartbeatAck,
     Join,
     JoinAck,
     Leave,
     Publish,
+    Pull,
     Replicate,
 )
+from scribe.ordering import Ordering
 from scribe.publish import Publishing
 from scribe.state import TICK, ScribeState
 from scribe.tree import TopicTree
@@ -41,11 +44,13 @@ LOOP_SUSPICION = 3
 
 class Repair:
     def __init__(self, state: ScribeState, membership: Membership,
-                 dissemination: Dissemination, publishing: Publishing) -> None:
+                 dissemination: Dissemination, publishing: Publishing,
+                 ordering: Ordering) -> None:
         self.s = state
         self.membership = membership
         self.dissemination = dissemination
         self.publishing = publishing
+        self.ordering = ordering
 
     def tick(self, now: float) -> None:
         s = self.s
@@ -55,12 +60,20 @@ class Repair:
                 self._check_parent(now, tree)
             if s.trees.get(tree.topic) is tree:
                 self._check_children(now, tree)
+            if s.trees.get(tree.topic) is tree:
+                self.ordering.tick(now, tree)
         self.dissemination.memory.forget_old(now)
         publishing = self.publishing
+        for topic, until in list(s.recovering.items()):
+            if until <= now:  # what members knew has come in: answer them, then number
+                del s.recovering[topic]
+                for pull in s.held_pulls.pop(topic, {}).values():
+                    self.ordering.on_root_pull(now, pull)
+                publishing.number_deferred(now, topic)
         publishing.retention.tick(now)
         publishing.retry(now)
         if s.trees or len(self.dissemination.memory) or publishing.unacked \
-                or publishing.retention:
+                or publishing.retention or s.recovering:
             s.timers.set(TICK, now + s.config.heartbeat_interval)
 
     def check_ownership(self, now: float) -> None:
@@ -118,6 +131,7 @@ class Repair:
             self.membership.resend_digest(tree)
         if tree.learn_path(hb.path, s.me.id):
             self.membership.announce_path(now, tree)
+        self.ordering.on_sync(now, tree, hb.prev, hb.through)
 
     def on_heartbeat_ack(self, now: float, ack: HeartbeatAck) -> None:
         s = self.s
@@ -141,14 +155,14 @@ class Repair:
             handled = self.dissemination.memory.get(msg.body.topic, msg.body.msg_id)
             if msg.groups and handled is not None:
                 self.dissemination.retry_groups(now, handled, msg.groups)
-        elif isinstance(msg, Heartbeat | JoinAck | Disown):
+        elif isinstance(msg, Heartbeat | JoinAck | Disown | Fill):
             self._lose_child_at(msg.topic, dest)
         elif isinstance(msg, Join):
             # A JOIN this full node pushed down to a child: place the joiner again.
             tree = self._lose_child_at(msg.topic, dest)
             if tree is not None and s.trees.get(msg.topic) is tree:
                 self.membership.accept(now, tree, msg)
-        elif isinstance(msg, DigestUpdate | HeartbeatAck):
+        elif isinstance(msg, DigestUpdate | HeartbeatAck | Pull):
             tree = s.trees.get(msg.topic)
             if tree is not None and tree.parent is not None and tree.parent.addr == dest:
                 self.membership.rejoin(now, tree)

@@ -11,46 +11,27 @@ them and numbers on from there, so the sequence neither restarts nor forks.
 
 The retained events also make the root idempotent: a publish retried with a msg_id it
 already numbered is answered with the same number and not sent down the tree again.
+
+Events go down the tree in seq order, and a reliable one only once its replicas hold it:
+otherwise a root failing right after sending it would leave members holding a number
+the next root (knowing only the replicated counter) gives to another event. A reliable
+event waiting for its replicas therefore also holds back the events numbered after it.
+
+Every tick the root sends a :class:`ReplicaSync` to successors that became replicas
+since the last one (with the retained events) and tells all replicas the counter when
+unreliable events moved it past what they know.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from chord.kbr import NodeRef
-from scribe.messages import EventBody, PublishAck, Replicate, ReplicateAck
+from scribe.messages import MAX_BATCH, EventBody, PublishAck, ReplicaSync, Replicate, ReplicateAck
 from scribe.state import ScribeState
-
-
-@dataclass
-class Retained:
-    """One topic's numbered events, oldest first."""
-
-    events: OrderedDict[int, tuple[float, EventBody]] = field(default_factory=OrderedDict)
-    by_msg: dict[str, int] = field(default_factory=dict)
-
-    def add(self, now: float, body: EventBody) -> None:
-        assert body.seq is not None
-        if body.seq not in self.events:
-            self.events[body.seq] = (now, body)
-            self.by_msg[body.msg_id] = body.seq
-
-    def trim(self, now: float, count: int, seconds: float) -> None:
-        while self.events:
-            seq, (kept_at, body) = next(iter(self.events.items()))
-            if len(self.events) <= count and kept_at > now - seconds:
-                return
-            del self.events[seq]
-            self.by_msg.pop(body.msg_id, None)
-
-    def merge(self, other: Retained) -> None:
-        for seq, (kept_at, body) in other.events.items():
-            if seq not in self.events:
-                self.events[seq] = (kept_at, body)
-                self.by_msg[body.msg_id] = seq
-        self.events = OrderedDict(sorted(self.events.items()))
+from scribe.stream import Retained
 
 
 @dataclass
@@ -59,18 +40,41 @@ class PendingAck:
 
     body: EventBody
     origins: list[NodeRef]
+    #: The replicas asked to hold it, and the addresses of those yet to confirm.
+    replicas: list[NodeRef]
     waiting: set[str]
     deadline: float
+    #: Copies sent to each silent replica so far.
+    tries: int = 1
 
+
+#: Copies of a reliable event sent to a replica that does not confirm before the root
+#: answers without it.
+REPLICATE_TRIES = 3
 
 #: Called on the publisher's own node when its event is acknowledged (topic, msg_id, seq).
 LocalAck = Callable[[str, str, int], None]
+#: Called when the root may send a numbered event down the tree (now, event).
+Release = Callable[[float, EventBody], None]
+
+
+@dataclass
+class ReplicaView:
+    """What the root last told its replicas of one topic."""
+
+    addrs: frozenset[str] = frozenset()
+    seq: int = 0
 
 
 class Retention:
-    def __init__(self, state: ScribeState, local_ack: LocalAck) -> None:
+    def __init__(self, state: ScribeState, local_ack: LocalAck, release: Release) -> None:
         self.s = state
         self.local_ack = local_ack
+        self.release = release
+        #: Topic -> numbered events not sent down yet: seq -> (event, ready to go).
+        self.unreleased: dict[str, OrderedDict[int, tuple[EventBody, bool]]] = {}
+        #: Topic -> the replicas known to hold this root's events.
+        self.replica_views: dict[str, ReplicaView] = {}
         #: Topic -> events this node numbered as its root.
         self.root: dict[str, Retained] = {}
         #: Topic -> copies this node holds for the topic's root.
@@ -81,6 +85,17 @@ class Retention:
     def __bool__(self) -> bool:
         """Whether the maintenance tick has work here (time-outs, trimming)."""
         return bool(self.pending or self.root or self.replica)
+
+    def log(self, topic: str) -> Retained | None:
+        """The events this node retains as ``topic``'s root."""
+        return self.root.get(topic)
+
+    def released_through(self, topic: str) -> int:
+        """Every event up to this seq has been sent down the tree."""
+        queue = self.unreleased.get(topic)
+        if queue:
+            return next(iter(queue)) - 1
+        return self.s.seq.get(topic, 0)
 
     # -- at the root -------------------------------------------------------------------------
 
@@ -93,30 +108,82 @@ class Retention:
         """This node now numbers ``topic``: take over the copies it holds for it."""
         copies = self.replica.pop(topic, None)
         if copies is not None:
-            self.root.setdefault(topic, Retained()).merge(copies)
-            if copies.events:
-                self.s.note_seq(topic, next(reversed(copies.events)))
+            self.adopt(topic, copies)
+
+    def adopt(self, topic: str, copies: Retained) -> None:
+        retained = self.root.get(topic)
+        if retained is None:
+            self.root[topic] = copies
+        else:
+            for seq, (kept_at, body) in copies.events.items():
+                if seq not in retained.events:
+                    retained.add(kept_at, body)
+            retained.complete_from = min(retained.complete_from, copies.complete_from)
+        self.s.note_seq(topic, copies.last_seq())
+
+    def adopt_events(self, now: float, topic: str, events: tuple[EventBody, ...]) -> None:
+        """Events a former root handed over with the key."""
+        copies = Retained(complete_from=events[0].seq or 1) if events else Retained()
+        copies.merge(now, events)
+        self.adopt(topic, copies)
+
+    def hand_over(self, topic: str) -> tuple[EventBody, ...]:
+        """This node no longer owns ``topic``'s key: what it retained goes with it (and it
+        keeps a copy, as the new owner's successor is a natural replica)."""
+        retained = self.root.pop(topic, None)
+        self.replica_views.pop(topic, None)
+        if retained is None:
+            return ()
+        self.replica[topic] = retained
+        return tuple(retained.bodies(MAX_BATCH))
 
     def keep(self, now: float, body: EventBody, origin: NodeRef, reliable: bool) -> bool:
         """Retain a freshly numbered event; for a reliable one, copy it to the replicas.
         True when the publisher can be answered now (nothing to wait for)."""
         s = self.s
         topic = body.topic
-        retained = self.root.setdefault(topic, Retained())
+        retained = self.root.get(topic)
+        if retained is None:
+            # A root numbering from scratch has every event from 1 on.
+            retained = self.root[topic] = Retained(complete_from=1)
         retained.add(now, body)
         retained.trim(now, s.config.retain_count, s.config.retain_seconds)
-        if not reliable or s.config.replicas == 0:
+        assert body.seq is not None
+        queue = self.unreleased.setdefault(topic, OrderedDict())
+        replicas = self._replicas(topic) if reliable else []
+        if not replicas:  # unreliable, or nobody to copy to: the caller releases it
+            queue[body.seq] = (body, True)
             return True
-        replicas = [n for n in s.host.replica_set(s.mid(topic), s.config.replicas)
-                    if n.id != s.me.id]
-        if not replicas:
-            return True  # alone in the ring: nobody to copy to
+        queue[body.seq] = (body, False)
+        view = self.replica_views.setdefault(topic, ReplicaView())
+        if not view.addrs:  # the first copies: these replicas start from here
+            view.addrs = frozenset(n.addr for n in replicas)
+        view.seq = max(view.seq, body.seq)
         for replica in replicas:
             s.send(replica, Replicate(body, s.me))
         self.pending[(topic, body.msg_id)] = PendingAck(
-            body, [origin], {n.addr for n in replicas}, now + s.config.replica_timeout)
+            body, [origin], replicas, {n.addr for n in replicas},
+            now + s.config.replica_timeout)
         s.wake(now)
         return False
+
+    def _replicas(self, topic: str) -> list[NodeRef]:
+        s = self.s
+        if s.config.replicas == 0:
+            return []
+        return [n for n in s.host.replica_set(s.mid(topic), s.config.replicas)
+                if n.id != s.me.id]
+
+    def release_ready(self, now: float, topic: str) -> None:
+        """Send down, in seq order, the events at the head of the queue that may go."""
+        queue = self.unreleased.get(topic)
+        while queue:
+            seq, (body, ready) = next(iter(queue.items()))
+            if not ready:
+                return
+            del queue[seq]
+            self.release(now, body)
+        self.unreleased.pop(topic, None)
 
     def also_waiting(self, topic: str, msg_id: str, origin: NodeRef) -> bool:
         """A retried publish of an event still waiting for its replicas: answer that
@@ -140,13 +207,24 @@ class Retention:
             return
         pending.waiting.discard(replica_addr)
         if not pending.waiting:
-            self._answer(self.pending.pop((topic, msg_id)))
+            self._answer(now, self.pending.pop((topic, msg_id)))
 
     def tick(self, now: float) -> None:
-        """Give up on silent replicas; drop events past the retention bounds."""
+        """Copy again to silent replicas (a copy or its confirmation may be lost), give up
+        on them after ``REPLICATE_TRIES`` copies; drop events past the retention bounds."""
+        s = self.s
         for key, pending in list(self.pending.items()):
-            if pending.deadline <= now:
-                self._answer(self.pending.pop(key))
+            if pending.deadline > now:
+                continue
+            if pending.tries >= REPLICATE_TRIES:
+                self._answer(now, self.pending.pop(key))
+                continue
+            pending.tries += 1
+            pending.deadline = now + s.config.replica_timeout
+            for replica in pending.replicas:
+                if replica.addr in pending.waiting:
+                    s.send(replica, Replicate(pending.body, s.me))
+        self._sync_replicas()
         cfg = self.s.config
         for table in (self.root, self.replica):
             for topic, retained in list(table.items()):
@@ -163,17 +241,63 @@ class Retention:
         else:
             s.send(origin, PublishAck(body.topic, body.msg_id, body.seq, s.me))
 
-    def _answer(self, pending: PendingAck) -> None:
+    def _answer(self, now: float, pending: PendingAck) -> None:
+        body = pending.body
+        assert body.seq is not None
+        queue = self.unreleased.get(body.topic)
+        if queue is not None and body.seq in queue:
+            queue[body.seq] = (body, True)
+            self.release_ready(now, body.topic)
         for origin in pending.origins:
-            self.answer(pending.body, origin)
+            self.answer(body, origin)
+
+    def _sync_replicas(self) -> None:
+        """Bring successors that became replicas up to date; tell every replica the
+        counter when unreliable events moved it."""
+        s = self.s
+        for topic in sorted(s.numbering):
+            replicas = self._replicas(topic)
+            view = self.replica_views.setdefault(topic, ReplicaView())
+            counter = s.seq.get(topic, 0)
+            retained = self.root.get(topic)
+            events = tuple(retained.bodies(MAX_BATCH)) if retained is not None else ()
+            for replica in replicas:
+                if replica.addr not in view.addrs:
+                    s.send(replica, ReplicaSync(topic, counter, s.me, events))
+                elif counter > view.seq:
+                    s.send(replica, ReplicaSync(topic, counter, s.me, ()))
+            view.addrs = frozenset(n.addr for n in replicas)
+            view.seq = counter
 
     # -- at a replica ------------------------------------------------------------------------
+
+    def on_replica_sync(self, now: float, msg: ReplicaSync) -> None:
+        s = self.s
+        if msg.topic in s.recovering:
+            # A member's events, for a root recovering the topic: they join its buffer.
+            retained = self.root.get(msg.topic)
+            if retained is None:
+                first = msg.events[0].seq or 1 if msg.events else msg.seq + 1
+                retained = self.root[msg.topic] = Retained(complete_from=first)
+            retained.merge(now, msg.events)
+            s.note_seq(msg.topic, msg.seq)
+            return
+        copies = self.replica.get(msg.topic)
+        if copies is None:
+            first = msg.events[0].seq or 1 if msg.events else msg.seq + 1
+            copies = self.replica[msg.topic] = Retained(complete_from=first)
+        copies.merge(now, msg.events)
+        copies.trim(now, s.config.retain_count, s.config.retain_seconds)
+        s.note_seq(msg.topic, msg.seq)
+        s.wake(now)
 
     def on_replicate(self, now: float, msg: Replicate) -> None:
         s = self.s
         body = msg.body
         assert body.seq is not None
-        copies = self.replica.setdefault(body.topic, Retained())
+        copies = self.replica.get(body.topic)
+        if copies is None:  # copies start here: older events are not with this node
+            copies = self.replica[body.topic] = Retained(complete_from=body.seq)
         copies.add(now, body)
         copies.trim(now, s.config.retain_count, s.config.retain_seconds)
         s.note_seq(body.topic, body.seq)
@@ -181,4 +305,4 @@ class Retention:
         s.wake(now)
 
 
-__all__ = ["LocalAck", "PendingAck", "Retained", "Retention"]
+__all__ = ["LocalAck", "PendingAck", "Release", "Retention"]

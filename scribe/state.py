@@ -4,6 +4,7 @@ keep the trace consistent (``tree``/``child`` records)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from chord.kbr import KbrHost, NodeRef
@@ -34,6 +35,14 @@ class ScribeState:
         self.seq: dict[str, int] = {}
         #: Topics this node numbers events for as their root, with or without a tree.
         self.numbering: set[str] = set()
+        #: When this node's predecessor (and so the key range it owns) last changed.
+        self.pred_changed_at = -math.inf
+        self.pred_id: int | None = None
+        #: Topics whose key this node took over knowing nothing of them, until when it
+        #: gathers what the members know before numbering (``ScribeConfig.takeover_wait``).
+        self.recovering: dict[str, float] = {}
+        #: Catch-up pulls that reached this root while it was recovering, by puller id.
+        self.held_pulls: dict[str, dict[int, Any]] = {}
         self.timers = Timers()
 
     # -- identities ----------------------------------------------------------------------
@@ -99,7 +108,11 @@ class ScribeState:
         """Tell a child this node is alive, and its current path from the root."""
         edge.last_sent = now
         edge.unanswered += 1
-        self.send(edge.ref, Heartbeat(tree.topic, self.me, tree.path, edge.version))
+        through = tree.stream.through
+        self.send(edge.ref, Heartbeat(tree.topic, self.me, tree.path, edge.version,
+                                      edge.vouched, through))
+        if through is not None:
+            edge.vouched = through  # everything up to it handled: the child needs no more
 
     def forget_tree(self, tree: TopicTree) -> None:
         del self.trees[tree.topic]
@@ -114,6 +127,15 @@ class ScribeState:
         local = Digest.empty() if topic_subs is None else topic_subs.digest(
             self.config.summaries, self.config.summary_max_filters)
         return aggregate(local, tree.child_digests())
+
+    def start_recovery(self, now: float, topic: str) -> None:
+        """This node starts numbering ``topic``: when it knows nothing of it and its key
+        range changed lately, a root may have failed together with every copy of its
+        counter; wait for members' positions and events before numbering."""
+        until = self.pred_changed_at + self.config.takeover_window()
+        if topic not in self.seq and topic not in self.recovering and now < until:
+            self.recovering[topic] = until
+            self.wake(now)
 
     def note_seq(self, topic: str, seq: int) -> None:
         if seq > self.seq.get(topic, 0):

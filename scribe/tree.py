@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from chord.kbr import NodeRef
+from scribe.stream import Stream
 from scribe.summaries import Digest
 
 
@@ -36,6 +37,9 @@ class ChildEdge:
     last_sent: float
     #: Heartbeats sent since the child last answered one.
     unanswered: int = 0
+    #: Every event up to this seq that the child needs was sent to it on this edge
+    #: (None: nothing vouched for yet). Carried as ``prev`` by the next event.
+    vouched: int | None = None
 
     def set_digest(self, digest: Digest, version: int) -> None:
         """Take the child's digest unless a newer one already came (JOINs are routed and
@@ -68,6 +72,7 @@ class TopicTree:
     digest_version: int = 0
     #: (parent hex, role) of the last ``tree`` record written; None: none yet.
     traced: tuple[str | None, Role] | None = None
+    stream: Stream = field(default_factory=Stream)
 
     @property
     def attached(self) -> bool:

@@ -135,6 +135,14 @@ def add_pubsub_options(parser: argparse.ArgumentParser) -> None:
                        help="send events down every tree edge (no filter summaries)")
     group.add_argument("--crash-roots", type=int, default=1, metavar="N",
                        help="topics whose root is among the --crash victims (default 1)")
+    group.add_argument("--crash-successors", type=int, default=0, metavar="K",
+                       help="also crash the first K successors of each crashed root (they "
+                       "hold its replicas; default 0)")
+    group.add_argument("--replicas", type=int, default=2, metavar="R",
+                       help="successors holding copies of each root's events before a "
+                       "reliable publish is acknowledged (default 2)")
+    group.add_argument("--unreliable", action="store_true",
+                       help="publish without acknowledgement or replication")
 
 
 def run_pubsub(args: argparse.Namespace) -> int:
@@ -149,7 +157,9 @@ def run_pubsub(args: argparse.Namespace) -> int:
             nodes=args.nodes, topics=args.topics, subscribers=args.subscribers,
             publishes=args.publishes, groups=args.groups, max_children=args.max_children,
             summaries=not args.no_summaries, crash=args.crash, crash_roots=args.crash_roots,
-            crash_at=args.crash_at, loss=args.loss, duration=args.duration, seed=args.seed)
+            crash_successors=args.crash_successors, replicas=args.replicas,
+            reliable=not args.unreliable, crash_at=args.crash_at, loss=args.loss,
+            duration=args.duration, seed=args.seed)
         ring = ChordRing(bootstrap=args.bootstrap, stabilize_interval=args.stabilize_interval,
                          bits=args.bits, successors=args.successors,
                          join_spacing=args.join_spacing, warmup=args.warmup)

@@ -18,27 +18,15 @@ import trio
 
 from deploy import cluster
 from overlay.client import AsyncClient, BadFilter, Event, NotReady, connect
+from tests.integration.fast import running_cluster
 
 pytestmark = pytest.mark.integration
 
-FAST = """
-[protocol]
-stabilize_interval = 0.3
-fix_fingers_interval = 0.3
-check_predecessor_interval = 0.3
-heartbeat_interval = 0.3
-parent_timeout = 1.2
-"""
 
 
 @pytest.fixture
 def ring(tmp_path: Path) -> Iterator[cluster.Inventory]:
-    inventory = cluster.up(tmp_path / "cluster", 5, extra_config=FAST, timeout=60.0)
-    try:
-        yield inventory
-    finally:
-        outcome = cluster.down(inventory, grace=15.0)
-        assert set(outcome.values()) <= {"stopped", "not running"}, outcome
+    yield from running_cluster(tmp_path / "cluster", 5, timeout=60.0)
 
 
 async def collect(sub: object, into: list[Event], until: trio.Event) -> None:

@@ -39,6 +39,8 @@ class RecordingHost:
     notices: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     #: What ``replica_set`` answers (the successors that would take our keys over).
     replicas: list[NodeRef] = field(default_factory=list)
+    #: What ``predecessor`` answers.
+    pred: NodeRef | None = None
 
     def route(self, now: float, key: int, msg: Message) -> None:
         if self.is_responsible(key):
@@ -56,7 +58,7 @@ class RecordingHost:
         return self.replicas[:max_rank]
 
     def predecessor(self) -> NodeRef | None:
-        return None
+        return self.pred
 
     def successor(self) -> NodeRef:
         return self.local

@@ -171,7 +171,7 @@ def test_a_join_pushed_down_too_often_is_adopted_over_the_bound() -> None:
     app.deliver(0.1, MID, join(101), 1)
     host.clear()
     app.on_direct(0.2, "n300", join(103, redirects=2))
-    assert host.sent_of(JoinAck) == [("n103", JoinAck(TOPIC, ref(200), (200,)))]
+    assert host.sent_of(JoinAck) == [("n103", JoinAck(TOPIC, ref(200), (200,), 0))]
     assert app.status()[TOPIC]["children"] == 2
 
 

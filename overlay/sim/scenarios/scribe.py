@@ -112,7 +112,14 @@ class ScribeScenario:
     #: topics among them.
     crash: float = 0.0
     crash_roots: int = 1
+    #: Also crash that many successors of each crashed root (the nodes that would
+    #: take its key over, and hold its replicas).
+    crash_successors: int = 0
     crash_at: float | None = None
+    #: Publish reliably (acknowledged once the root's replicas hold the event).
+    reliable: bool = True
+    #: Successors that hold the root's copies (ScribeConfig.replicas).
+    replicas: int = 2
     subscribe_window: float = 5.0
     settle: float = 5.0
     #: Seconds of publishing, when ``duration`` does not set the end of the run.
@@ -143,7 +150,8 @@ def run_scribe(scenario: ScribeScenario, ring: Ring, trace_dir: Path | None = No
                     run_id=run_id)
     config = ScribeConfig(summaries=scenario.summaries, max_children=scenario.max_children,
                           heartbeat_interval=scenario.heartbeat_interval,
-                          parent_timeout=3.5 * scenario.heartbeat_interval)
+                          parent_timeout=3.5 * scenario.heartbeat_interval,
+                          replicas=scenario.replicas)
     nodes = ring.build(sim, scenario.nodes, lambda host: ScribeApp(host, config))
     timeline = _Timeline.of(scenario, ring.ready_at)
     crashed = _schedule(sim, scenario, ring, nodes, timeline)
@@ -208,7 +216,8 @@ def _schedule(sim: Simulator, scenario: ScribeScenario, ring: Ring, nodes: list[
             [n for n in nodes if n not in crashed]
         node = rng.choice(publishers)
         sim.at(at, lambda n=node, tp=topic, a=attrs: sim.invoke(
-            n.address, lambda core, now: core.app.publish(now, tp, a, b"payload")))
+            n.address, lambda core, now: core.app.publish(now, tp, a, b"payload",
+                                                          reliable=scenario.reliable)))
     return crashed
 
 
@@ -218,14 +227,23 @@ def _crash_set(scenario: ScribeScenario, ring: Ring, nodes: list[RingNode],
     if count == 0:
         return []
     chosen: list[RingNode] = []
+    by_id = sorted(nodes, key=_ring_id)
     for t in range(min(scenario.crash_roots, scenario.topics, count)):
         key = hash_id(f"topic-{t}", ring.bits)
         root = next(n for n in nodes if n.is_responsible(key))
-        if root not in chosen:
-            chosen.append(root)
+        at = by_id.index(root)
+        for k in range(scenario.crash_successors + 1):
+            node = by_id[(at + k) % len(by_id)]
+            if node not in chosen and len(chosen) < count:
+                chosen.append(node)
     others = [n for n in nodes if n not in chosen]
     chosen += rng.sample(others, count - len(chosen))
     return chosen
+
+
+def _ring_id(node: RingNode) -> int:
+    local = getattr(node, "local", None)
+    return local.id if local is not None else 0
 
 
 def summarize(trace_dir: Path, scenario: ScribeScenario, timeline: _Timeline,
@@ -243,6 +261,7 @@ def summarize(trace_dir: Path, scenario: ScribeScenario, timeline: _Timeline,
         "half_log2_n": round(0.5 * math.log2(scenario.nodes), 3),
         **check.cost(),
         "stress": check.stress(at=timeline.publish_until),
+        "reliability": check.reliability(),
     }
     if crashed:
         live = TraceCheck(trace_dir, live_only=True)

@@ -156,6 +156,45 @@ class TraceCheck:
             "group_extra": group_extra,
         }
 
+    def reliability(self) -> dict[str, Any]:
+        """Issue 6's promise, checked: every event whose publish was acknowledged (a
+        ``publish_ack`` record) reaches every plain subscription that was active when it
+        was published, matches it, and sits on a node that did not crash; exactly once,
+        and in seq order per subscription.
+
+        ``lost``: such (subscription, event) pairs with no delivery; ``duplicated``: pairs
+        delivered more than once; ``out_of_order``: deliveries to a subscription whose seq
+        is not above the one delivered to it before (over all events).
+        """
+        crashed = {r["node"] for r in self.by_ev["node_down"] if r.get("reason") == "crash"}
+        acked = {r["msg_id"] for r in self.by_ev["publish_ack"]}
+        pubs = {p["msg_id"]: p for p in self.publishes() if p["msg_id"] in acked}
+        expected: set[tuple[str, int, str]] = set()
+        for msg_id, pub in pubs.items():
+            for sub in self.subs.get(pub["topic"], ()):
+                if sub.group is None and sub.node not in crashed and sub.filter is not None \
+                        and sub.start <= pub["ts"] and sub.filter.matches(pub.get("attrs") or {}):
+                    expected.add((sub.node, sub.sub, msg_id))
+        counts: Counter[tuple[str, int, str]] = Counter()
+        last_seq: dict[tuple[str, int], int] = {}
+        out_of_order = 0
+        for record in self.by_ev["deliver"]:
+            key = (record["node"], record["sub"], record["msg_id"])
+            counts[key] += 1
+            seq = record.get("seq")
+            if seq is not None:
+                if seq <= last_seq.get(key[:2], 0):
+                    out_of_order += 1
+                last_seq[key[:2]] = seq
+        return {
+            "published": len(self.publishes()),
+            "acknowledged": len(pubs),
+            "expected": len(expected),
+            "lost": sum(1 for key in expected if counts[key] == 0),
+            "duplicated": sum(1 for key in expected if counts[key] > 1),
+            "out_of_order": out_of_order,
+        }
+
     # -- trees -----------------------------------------------------------------------------------
 
     def tree_members(self, at: float = math.inf) -> dict[str, dict[str, str | None]]:

@@ -1,0 +1,369 @@
+"""Gap repair and in-order handling of a topic's events at one tree node.
+
+Every node handles a topic's events strictly in seq order (:class:`scribe.stream.Stream`):
+``through`` says how far. A plain copy sent down an edge carries ``prev``, the sender's
+``vouched`` mark for that edge: it sent the child every event up to ``prev`` that the
+child needs and none since. So a child that has handled up to ``prev`` can handle the
+copy at once; otherwise something it needs was lost, it holds the copy and pulls the
+missing range from its parent (:class:`Pull`, a ``repair`` record of kind ``gap``). The
+parent answers from its log of handled events (:class:`Fill`: everything in the range
+the child needs); a parent whose log does not reach back far enough (it joined the tree
+later than the child fell behind) pulls from its own parent first. The root's log is
+its retention buffer. Heartbeats carry the parent's position, so a child also notices
+a lost last event, and a node that re-joined under a new parent catches up the same way.
+
+A node learns where to start from its parent (the ``through`` of a JOIN acknowledgement
+or heartbeat), or from the first copy it gets. Anycast-only copies (``plain`` false)
+are outside the sequence: they are steered at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from scribe.messages import MAX_BATCH, Disown, Event, EventBody, Fill, Pull, ReplicaSync, Restore
+from scribe.state import ScribeState
+from scribe.stream import Retained, Stream
+from scribe.summaries import Digest
+from scribe.tree import ChildEdge, TopicTree
+
+#: Hands one event, in order, to dissemination (deliver locally, pass on).
+Handle = Callable[[float, TopicTree, Event], None]
+#: The root's retention buffer of a topic, if any.
+RootLog = Callable[[str], Retained | None]
+#: Sends an event the root holds down its tree (``Dissemination.from_root``).
+FromRoot = Callable[[float, EventBody], None]
+#: How far the root has sent a topic's events down (``Retention.released_through``).
+Released = Callable[[str], int]
+#: Heartbeat intervals a (re)joined node waits before asking the root to catch it up.
+CATCH_UP_DELAY = 2.0
+
+
+def batch(log: Retained, after: int, through: int,
+          wanted: Callable[[EventBody], bool]) -> tuple[list[EventBody], int]:
+    """The wanted events of ``log`` in (after, through], at most a message's worth, and
+    how far that answer reaches (below ``through`` when the batch filled up)."""
+    events: list[EventBody] = []
+    for body in log.between(after, through, len(log)):
+        assert body.seq is not None
+        if len(events) == MAX_BATCH:
+            return events, body.seq - 1
+        if wanted(body):
+            events.append(body)
+    return events, max(through, after)
+
+
+def start(stream: Stream, through: int) -> None:
+    """The node starts handling the topic's sequence after ``through``."""
+    stream.through = through
+    stream.log.complete_from = through + 1
+
+
+class Ordering:
+    def __init__(self, state: ScribeState, handle: Handle, root_log: RootLog,
+                 from_root: FromRoot, released: Released) -> None:
+        self.s = state
+        self.handle = handle
+        self.root_log = root_log
+        self.from_root = from_root
+        self.released = released
+
+    def on_root(self, now: float, tree: TopicTree) -> None:
+        """This node took the root role: send down, in order, what it holds (adopted from
+        the former root's replicas) beyond what it handled as a member."""
+        st = tree.stream
+        counter = self.s.seq.get(tree.topic, 0)
+        log = self.root_log(tree.topic)
+        if st.through is not None and st.through < counter and log is not None:
+            for body in log.between(st.through, counter, len(log)):
+                self.from_root(now, body)
+        start_at = counter if st.through is None else max(st.through, counter)
+        st.held.clear()
+        st.catch_up_after = None
+        st.through = start_at
+
+    # -- copies from the parent -----------------------------------------------------------------
+
+    def seen(self, tree: TopicTree, seq: int) -> bool:
+        """Whether a plain copy of ``seq`` would be a duplicate here."""
+        st = tree.stream
+        return (st.through is not None and seq <= st.through) or seq in st.held
+
+    def on_event(self, now: float, tree: TopicTree, ev: Event) -> None:
+        st = tree.stream
+        seq = ev.body.seq
+        assert seq is not None
+        if st.through is None:  # the first copy tells where to start
+            start(st, ev.prev if ev.prev is not None else seq - 1)
+            if ev.prev is None:
+                self._handle(now, tree, ev)
+                self.drain(now, tree)
+                return
+        if self.seen(tree, seq):
+            if ev.groups:  # handled here already, but its anycast duty is new
+                self.handle(now, tree, replace(ev, plain=False))
+            return
+        st.held[seq] = ev
+        self.drain(now, tree)
+
+    def drain(self, now: float, tree: TopicTree) -> None:
+        """Handle held copies while the next one follows what was handled; pull when a
+        gap stops them."""
+        st = tree.stream
+        assert st.through is not None
+        if st.catch_up_after is not None:
+            return  # everything waits for the root's catch-up fill
+        while st.held:
+            seq = min(st.held)
+            ev = st.held[seq]
+            if seq <= st.through:
+                del st.held[seq]
+                continue
+            if ev.prev is None or ev.prev > st.through:
+                break
+            del st.held[seq]
+            self._handle(now, tree, ev)
+        if st.held:
+            self.pull(now, tree)
+
+    def _handle(self, now: float, tree: TopicTree, ev: Event) -> None:
+        st = tree.stream
+        assert ev.body.seq is not None
+        st.through = ev.body.seq
+        cfg = self.s.config
+        st.log.add(now, ev.body)
+        st.log.trim(now, cfg.retain_count, cfg.retain_seconds)
+        self.handle(now, tree, ev)
+
+    def on_sync(self, now: float, tree: TopicTree, prev: int | None,
+                through: int | None) -> None:
+        """The parent's position (a heartbeat; a JOIN acknowledgement with ``prev`` None)."""
+        st = tree.stream
+        if through is None or st.catch_up_after is not None:
+            return
+        if st.through is None:
+            start(st, through)
+            for edge in list(tree.children.values()):
+                self.s.heartbeat(now, tree, edge)  # tell the children where to start
+            self.drain(now, tree)
+            self.answer_waiting(now, tree)
+        elif prev is not None and prev <= st.through and \
+                not any(seq <= through for seq in st.held):
+            st.through = max(st.through, through)  # nothing was sent since: none needed
+            self.drain(now, tree)
+        elif through > st.through:
+            self.pull(now, tree)
+
+    def on_joined(self, now: float, tree: TopicTree, through: int | None) -> None:
+        """A parent adopted this node (first join or re-join), at its position ``through``.
+
+        Its digest still has to travel up the new path; an event the root sends meanwhile
+        may pass the new parent by, and the parent's chain would not show it. So the node
+        holds what comes and, after ``CATCH_UP_DELAY`` heartbeat intervals, asks the root
+        for everything it wants after the position it had (its catch-up)."""
+        s = self.s
+        st = tree.stream
+        if st.through is None:
+            if through is None:
+                return  # the first copy or heartbeat tells where to start
+            start(st, through)
+            for edge in list(tree.children.values()):
+                s.heartbeat(now, tree, edge)
+        if st.catch_up_after is None:
+            st.catch_up_after = st.through
+        st.catch_up_at = now + CATCH_UP_DELAY * s.config.heartbeat_interval
+        st.pull_sent = None
+        s.wake(now)
+
+    def _catch_up_pull(self, now: float, tree: TopicTree) -> None:
+        s = self.s
+        st = tree.stream
+        assert st.catch_up_after is not None
+        s.trace("repair", topic=tree.topic, msg_id=None, **{"from": s.hex(tree.mid)},
+                kind="gap")
+        s.host.route(now, tree.mid, Pull(tree.topic, s.me, st.catch_up_after,
+                                         s.digest_of(tree).to_wire()))
+        st.pull_sent = now
+
+    # -- pulling ----------------------------------------------------------------------------------
+
+    def pull(self, now: float, tree: TopicTree, need: int | None = None) -> None:
+        """Ask the parent for what follows this node's position (or ``need``, for a
+        child's pull this node's log cannot answer), at most once per heartbeat interval."""
+        s = self.s
+        st = tree.stream
+        if need is not None:
+            st.need = need if st.need is None else min(st.need, need)
+        if st.through is None or tree.parent is None or tree.is_root or \
+                st.catch_up_after is not None:
+            return
+        if st.pull_sent is not None and now - st.pull_sent < s.config.heartbeat_interval:
+            return
+        after = st.through if st.need is None else min(st.through, st.need)
+        s.trace("repair", topic=tree.topic, msg_id=None, **{"from": s.hex(tree.parent.id)},
+                kind="gap")
+        s.send(tree.parent, Pull(tree.topic, s.me, after))
+        st.pull_sent = now
+        s.wake(now)
+
+    def tick(self, now: float, tree: TopicTree) -> None:
+        """Ask the root to catch this node up when it is time; pull again when an earlier
+        pull went unanswered."""
+        st = tree.stream
+        if st.catch_up_after is not None:
+            if tree.is_root:
+                st.catch_up_after = None
+            elif now >= st.catch_up_at and (
+                    st.pull_sent is None
+                    or now - st.pull_sent >= 2 * self.s.config.heartbeat_interval):
+                self._catch_up_pull(now, tree)
+            return
+        if st.held or st.waiting:
+            self.pull(now, tree)
+
+    def on_fill(self, now: float, fill: Fill) -> None:
+        s = self.s
+        tree = s.trees.get(fill.topic)
+        if tree is None:
+            return
+        st = tree.stream
+        if st.catch_up_after is not None:
+            if not fill.routed or fill.after != st.catch_up_after:
+                return  # only the root's catch-up counts now
+            st.catch_up_after = None
+            st.pull_sent = None
+        elif tree.parent is not None and tree.parent.id == fill.parent.id:
+            tree.parent_heard = now
+            st.pull_sent = None
+        if st.through is None:
+            start(st, fill.after)
+        assert st.through is not None
+        # Older events complete this node's log, for its children's pulls.
+        for body in fill.events:
+            if body.seq is not None and body.seq <= st.through:
+                st.log.add(now, body)
+        if fill.after + 1 < st.log.complete_from <= fill.through + 1:
+            st.log.complete_from = fill.after + 1
+        if st.need is not None and fill.after <= st.need:
+            st.need = None
+        if fill.after <= st.through < fill.through:
+            self._catch_up(now, tree, fill)
+        self.drain(now, tree)
+        self.answer_waiting(now, tree, give_up=True)
+
+    def _catch_up(self, now: float, tree: TopicTree, fill: Fill) -> None:
+        """Handle, in order, the fill's events and the held copies it covers."""
+        st = tree.stream
+        assert st.through is not None
+        hop = len(tree.path) - 1 if tree.path else 1
+        batch: dict[int, Event] = {seq: ev for seq, ev in st.held.items() if seq <= fill.through}
+        for body in fill.events:
+            assert body.seq is not None
+            batch.setdefault(body.seq, Event(body, max(hop, 1), fill.parent, True, ()))
+        for seq in sorted(batch):
+            st.held.pop(seq, None)
+            if seq > st.through:
+                self._handle(now, tree, batch[seq])
+        st.through = max(st.through, fill.through)
+
+    # -- answering children ------------------------------------------------------------------------
+
+    def log_of(self, tree: TopicTree) -> Retained:
+        if tree.is_root:
+            return self.root_log(tree.topic) or Retained(complete_from=1)
+        return tree.stream.log
+
+    def on_pull(self, now: float, pull: Pull) -> None:
+        s = self.s
+        tree = s.trees.get(pull.topic)
+        edge = None if tree is None else tree.children.get(pull.child.id)
+        if tree is None or edge is None:
+            s.send(pull.child, Disown(pull.topic, s.me))
+            return
+        st = tree.stream
+        log = self.log_of(tree)
+        if st.through is None or (log.complete_from > pull.after + 1 and pull.after < st.through
+                                  and not tree.is_root):
+            # Nothing to start from yet, or the log misses older events: ask upward first.
+            st.waiting[edge.ref.id] = (edge.ref, pull.after)
+            self.pull(now, tree, need=pull.after)
+            return
+        self._fill(tree, edge, pull.after)
+
+    def answer_waiting(self, now: float, tree: TopicTree, give_up: bool = False) -> None:
+        """Answer children's pulls this node held back, once it can (``give_up``: with
+        what it has, after its own parent answered)."""
+        st = tree.stream
+        if st.through is None:
+            return
+        log = self.log_of(tree)
+        for child_id, (_, after) in list(st.waiting.items()):
+            edge = tree.children.get(child_id)
+            if edge is None:
+                del st.waiting[child_id]
+            elif give_up or log.complete_from <= after + 1 or after >= st.through:
+                del st.waiting[child_id]
+                self._fill(tree, edge, after)
+
+    def _fill(self, tree: TopicTree, edge: ChildEdge, after: int) -> None:
+        s = self.s
+        st = tree.stream
+        assert st.through is not None
+        log = self.log_of(tree)
+        events, through = batch(log, after, st.through, lambda body: not s.config.summaries
+                                or edge.digest.plain_may_match(body.attrs))
+        gone_before = log.complete_from if log.complete_from > after + 1 else 0
+        s.send(edge.ref, Fill(tree.topic, s.me, after, through, tuple(events), gone_before))
+        # Up to here the child has all it needs once it handled the fill (see module doc).
+        edge.vouched = st.through
+
+
+    def on_root_pull(self, now: float, pull: Pull) -> None:
+        """A routed pull reached the topic's key: answer it from the retained events."""
+        s = self.s
+        topic = pull.topic
+        if topic in s.recovering:
+            # Gather first: the puller's position, and the events it holds that this
+            # root lacks (it may be the only survivor holding them); answer at the end.
+            known = s.seq.get(topic, 0)
+            if pull.after > known:
+                s.send(pull.child, Restore(topic, s.me, known))
+            s.held_pulls.setdefault(topic, {})[pull.child.id] = pull
+            if pull.after > known:
+                s.note_seq(topic, pull.after)
+            return
+        if pull.after > s.seq.get(topic, 0) and topic in s.numbering:
+            # The puller handled numbers this root never gave (its counter was lost
+            # with every copy): number on above them.
+            s.note_seq(topic, pull.after)
+            tree = s.trees.get(topic)
+            if tree is not None and tree.is_root:
+                tree.stream.through = max(tree.stream.through or 0, pull.after)
+        log = self.root_log(pull.topic)
+        if log is None or pull.digest is None:
+            if pull.topic not in s.numbering:
+                return  # not this topic's root (yet): the puller asks again
+            log = Retained(complete_from=s.seq.get(pull.topic, 0) + 1)
+        wanted = Digest.from_wire(pull.digest, s.config.summary_max_filters) \
+            if pull.digest is not None else None
+        events, through = batch(log, pull.after, self.released(pull.topic), lambda body: (
+            wanted is None or not s.config.summaries or wanted.plain_may_match(body.attrs)))
+        gone_before = log.complete_from if log.complete_from > pull.after + 1 else 0
+        s.send(pull.child, Fill(pull.topic, s.me, pull.after, through, tuple(events),
+                                gone_before, routed=True))
+
+
+    def on_restore(self, now: float, msg: Restore) -> None:
+        """A root recovering the topic asks for the events this node handled after
+        ``after``: send them from the log (as a replica sync)."""
+        s = self.s
+        tree = s.trees.get(msg.topic)
+        if tree is None or tree.stream.through is None:
+            return
+        log = tree.stream.log
+        events, _ = batch(log, msg.after, tree.stream.through, lambda body: True)
+        s.send(msg.root, ReplicaSync(msg.topic, tree.stream.through, s.me, tuple(events)))
+
+
+__all__ = ["Handle", "Ordering", "RootLog", "batch", "start"]

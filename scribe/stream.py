@@ -1,0 +1,99 @@
+"""Per-topic event streams at one node: what it retains, and how far it has handled.
+
+:class:`Retained` keeps numbered events by seq (the root's buffer, a replica's copies,
+and every tree node's log of the events it handled, from which it answers its
+children's pulls). :class:`Stream` is a tree node's position in the topic's sequence.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from chord.kbr import NodeRef
+from scribe.messages import Event, EventBody
+
+
+@dataclass
+class Retained:
+    """Numbered events of one topic, oldest first. ``complete_from``: every event from
+    that seq on that belongs here is here (older ones were trimmed, or came before this
+    node knew the topic)."""
+
+    events: OrderedDict[int, tuple[float, EventBody]] = field(default_factory=OrderedDict)
+    by_msg: dict[str, int] = field(default_factory=dict)
+    complete_from: int = 1
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def add(self, now: float, body: EventBody) -> None:
+        seq = body.seq
+        assert seq is not None
+        if seq in self.events:
+            return
+        out_of_order = bool(self.events) and seq < next(reversed(self.events))
+        self.events[seq] = (now, body)
+        self.by_msg[body.msg_id] = seq
+        if out_of_order:
+            self.events = OrderedDict(sorted(self.events.items()))
+
+    def last_seq(self) -> int:
+        return next(reversed(self.events)) if self.events else 0
+
+    def trim(self, now: float, count: int, seconds: float) -> None:
+        while self.events:
+            seq, (kept_at, body) = next(iter(self.events.items()))
+            if len(self.events) <= count and kept_at > now - seconds:
+                return
+            del self.events[seq]
+            self.by_msg.pop(body.msg_id, None)
+            self.complete_from = max(self.complete_from, seq + 1)
+
+    def merge(self, now: float, bodies: list[EventBody] | tuple[EventBody, ...]) -> None:
+        for body in bodies:
+            self.add(now, body)
+
+    def between(self, after: int, through: int, limit: int) -> list[EventBody]:
+        """Retained events in (after, through], oldest first, at most ``limit``."""
+        found: list[EventBody] = []
+        for seq, (_, body) in self.events.items():
+            if seq > through or len(found) >= limit:
+                break
+            if seq > after:
+                found.append(body)
+        return found
+
+    def bodies(self, limit: int) -> list[EventBody]:
+        """The newest ``limit`` events, oldest first."""
+        newest = list(self.events.values())[-limit:]
+        return [body for _, body in newest]
+
+
+@dataclass
+class Stream:
+    """A tree node's place in its topic's sequence.
+
+    ``through``: every event up to this seq that this node's subtree needs has been
+    handled here (delivered to local subscriptions, sent to the children that need it);
+    None until the node learns where to start. ``held``: copies that came early, by seq,
+    waiting for a gap before them to be filled. A node handles events strictly in seq
+    order, so its children see each edge's events in order too.
+    """
+
+    through: int | None = None
+    held: dict[int, Event] = field(default_factory=dict)
+    log: Retained = field(default_factory=Retained)
+    #: When the unanswered :class:`Pull` went to the parent; None: none is out.
+    pull_sent: float | None = None
+    #: Pulls from children this node could not answer yet (its log lacks older events):
+    #: child id -> (child, after).
+    waiting: dict[int, tuple[NodeRef, int]] = field(default_factory=dict)
+    #: The lowest seq after which those children want events (None: no such pull).
+    need: int | None = None
+    #: After a (re)join: copies are held until the root's fill from this position came
+    #: (None: not catching up). The new path's digests take a moment to reach the root,
+    #: and events meanwhile may have passed the new parent by.
+    catch_up_after: int | None = None
+    #: When to ask the root (the digests have had time to travel up).
+    catch_up_at: float = 0.0
