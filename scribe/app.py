@@ -36,6 +36,8 @@ from scribe.messages import (
     Publish,
     PublishAck,
     Pull,
+    ReplayFill,
+    ReplayRequest,
     ReplicaSync,
     Replicate,
     ReplicateAck,
@@ -48,6 +50,7 @@ from scribe.messages import (
 from scribe.ordering import Ordering
 from scribe.publish import Publishing
 from scribe.repair import Repair
+from scribe.replay import Replays
 from scribe.state import TICK, ScribeState
 from scribe.subscriptions import Subscription, expiry_time
 
@@ -74,6 +77,8 @@ class ScribeApp:
         self.membership.taking_over = retention.adopt_events
         self.repair = Repair(self.state, self.membership, self.dissemination, self.publishing,
                              o)
+        self.replays = Replays(self.state, self.dissemination, retention.log,
+                               retention.released_through)
         m, d, r = self.membership, self.dissemination, self.repair
         self._direct: dict[type[Message], Callable[[float, Any], None]] = {
             Event: d.on_event,
@@ -93,6 +98,7 @@ class ScribeApp:
             Pull: o.on_pull,
             Fill: o.on_fill,
             Restore: o.on_restore,
+            ReplayFill: self.replays.on_fill,
         }
 
     @property
@@ -102,18 +108,26 @@ class ScribeApp:
     # -- application calls ---------------------------------------------------------------------
 
     def subscribe(self, now: float, topic: str, filter_text: str, sub_id: int,
-                  expiry: float | None = None, group: str | None = None) -> None:
+                  expiry: float | None = None, group: str | None = None,
+                  replay_last: int | None = None, replay_since: int | None = None) -> None:
         """Start local subscription ``sub_id`` (a handle the caller chose, unique on this
         node). ``expiry``: seconds of life from ``now`` (None: until unsubscribed).
         ``group``: share the topic's events with the group's other members.
 
         Raises ``matching.FilterSyntaxError`` for a bad filter, ``ValueError`` for a bad
         topic, group or expiry, ``DuplicateSubscriptionError`` for a handle in use.
+        ``replay_last``/``replay_since``: first deliver the last N matching events the
+        root retains, or those from that seq on (:mod:`scribe.replay`).
         """
         s = self.state
         check_topic(topic)
         if group is not None:
             check_group(group)
+        replay = replay_last is not None or replay_since is not None
+        if replay and (group is not None or (replay_last is not None and replay_since is not None)
+                       or min(x for x in (replay_last, replay_since) if x is not None) < 0):
+            raise ValueError("replay takes either last >= 0 or since_seq >= 0, and not for a "
+                             "group subscription")
         sub = Subscription(sub_id, topic, filter_text, parse(filter_text), group,
                            expiry_time(now, expiry))
         s.subs.add(sub)
@@ -121,6 +135,8 @@ class ScribeApp:
                 expiry=None if expiry is None else float(expiry), group=group)
         self._schedule_expiry(sub)
         self.membership.local_change(now, topic)
+        if replay:
+            self.replays.start(now, sub, replay_last, replay_since)
 
     def unsubscribe(self, now: float, sub_id: int, reason: str = "client") -> None:
         """End a local subscription. Raises ``UnknownSubscriptionError``."""
@@ -184,6 +200,8 @@ class ScribeApp:
             self.membership.on_handover(now, msg)
         elif isinstance(msg, Pull):
             self.ordering.on_root_pull(now, msg)
+        elif isinstance(msg, ReplayRequest):
+            self.replays.at_root(now, msg)
 
     def on_direct(self, now: float, src: str, msg: Message) -> None:
         handler = self._direct.get(type(msg))
@@ -205,6 +223,9 @@ class ScribeApp:
         for name in self.state.timers.pop_due(now):
             if name == TICK:
                 self.repair.tick(now)
+                self.replays.tick(now)
+                if self.replays:
+                    self.state.wake(now)
             elif isinstance(name, tuple) and name[0] == "expire":
                 self._expire(now, name[1])
 

@@ -237,8 +237,19 @@ class Dissemination:
             self.s.send(upstream, AnycastBack(body.topic, body.msg_id, tuple(groups), self.s.me))
 
     def _deliver(self, sub: Subscription, handled: HandledEvent) -> None:
+        if sub.replay_queue is not None:
+            sub.replay_queue.append(handled)  # after the replayed events
+            return
+        self.deliver_to(sub, handled)
+
+    def deliver_to(self, sub: Subscription, handled: HandledEvent) -> None:
+        """Hand one event to a local subscription, unless it had it (or a later one)."""
         s = self.s
         body = handled.body
+        if body.seq is not None:
+            if body.seq <= sub.last_seq:
+                return
+            sub.last_seq = body.seq
         s.trace("deliver", topic=body.topic, msg_id=body.msg_id, sub=sub.sub_id,
                 hop=handled.hop, seq=body.seq, dup=False)
         s.host.deliver_local(sub.sub_id, DeliveredEvent(

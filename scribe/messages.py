@@ -422,6 +422,46 @@ class Restore(_TopicMessage):
         check_seq(self.after, "after")
 
 
+@message("scribe.replay")
+class ReplayRequest(_TopicMessage):
+    """Routed to the topic's key: subscription ``sub`` of ``requester`` (filter
+    ``filter``) wants the retained events, the ``last`` N matching ones or those from
+    seq ``since_seq`` on (exactly one of the two is set)."""
+
+    topic: str
+    requester: NodeRef
+    sub: int
+    filter: str
+    last: int | None
+    since_seq: int | None
+
+    def __post_init__(self) -> None:
+        _TopicMessage.__post_init__(self)
+        if (self.last is None) == (self.since_seq is None):
+            raise ValueError("a replay asks for either the last N events or since a seq")
+        check_seq(self.last, "last")
+        check_seq(self.since_seq, "since_seq")
+        if len(self.filter) > 65536:
+            raise ValueError("filter too long")
+
+
+@message("scribe.replay_fill")
+class ReplayFill(_TopicMessage):
+    """The root's answer to a :class:`ReplayRequest`: matching retained events, oldest
+    first, all numbered up to ``through``."""
+
+    topic: str
+    sub: int
+    root: NodeRef
+    through: int
+    events: tuple[EventBody, ...]
+
+    def __post_init__(self) -> None:
+        _TopicMessage.__post_init__(self)
+        check_seq(self.through, "through")
+        check_events(self.topic, self.events)
+
+
 @message("scribe.anycast_back")
 class AnycastBack(_TopicMessage):
     """``child``'s subtree has no member of ``groups`` that matches event ``msg_id``."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from chord.kbr import NodeRef
 from scribe.messages import MAX_BATCH, Disown, Event, EventBody, Fill, Pull, ReplicaSync, Restore
 from scribe.state import ScribeState
 from scribe.stream import Retained, Stream
@@ -75,9 +76,18 @@ class Ordering:
         st = tree.stream
         counter = self.s.seq.get(tree.topic, 0)
         log = self.root_log(tree.topic)
-        if st.through is not None and st.through < counter and log is not None:
-            for body in log.between(st.through, counter, len(log)):
-                self.from_root(now, body)
+        if st.through is not None and st.through < counter:
+            # What it retains, and the copies it held back as a member (waiting for a
+            # gap to fill or a catch-up), go down in seq order.
+            bodies = {seq: ev.body for seq, ev in st.held.items() if st.through < seq}
+            if log is not None:
+                for body in log.between(st.through, counter, len(log)):
+                    assert body.seq is not None
+                    bodies.setdefault(body.seq, body)
+            st.held.clear()
+            st.catch_up_after = None
+            for seq in sorted(bodies):
+                self.from_root(now, bodies[seq])
         start_at = counter if st.through is None else max(st.through, counter)
         st.held.clear()
         st.catch_up_after = None
@@ -172,6 +182,8 @@ class Ordering:
                 s.heartbeat(now, tree, edge)
         if st.catch_up_after is None:
             st.catch_up_after = st.through
+            st.catch_up_events.clear()
+        st.catch_up_through, st.catch_up_parent = None, False
         st.catch_up_at = now + CATCH_UP_DELAY * s.config.heartbeat_interval
         st.pull_sent = None
         s.wake(now)
@@ -182,8 +194,11 @@ class Ordering:
         assert st.catch_up_after is not None
         s.trace("repair", topic=tree.topic, msg_id=None, **{"from": s.hex(tree.mid)},
                 kind="gap")
-        s.host.route(now, tree.mid, Pull(tree.topic, s.me, st.catch_up_after,
-                                         s.digest_of(tree).to_wire()))
+        if st.catch_up_through is None:
+            s.host.route(now, tree.mid, Pull(tree.topic, s.me, st.catch_up_after,
+                                             s.digest_of(tree).to_wire()))
+        if not st.catch_up_parent and tree.parent is not None:
+            s.send(tree.parent, Pull(tree.topic, s.me, st.catch_up_after))
         st.pull_sent = now
 
     # -- pulling ----------------------------------------------------------------------------------
@@ -212,8 +227,12 @@ class Ordering:
         pull went unanswered."""
         st = tree.stream
         if st.catch_up_after is not None:
+            interval = self.s.config.heartbeat_interval
             if tree.is_root:
                 st.catch_up_after = None
+            elif st.catch_up_through is not None and \
+                    now - st.catch_up_answered_at >= 2 * interval:
+                self._finish_catch_up(now, tree, tree.parent or self.s.me)
             elif now >= st.catch_up_at and (
                     st.pull_sent is None
                     or now - st.pull_sent >= 2 * self.s.config.heartbeat_interval):
@@ -229,11 +248,19 @@ class Ordering:
             return
         st = tree.stream
         if st.catch_up_after is not None:
-            if not fill.routed or fill.after != st.catch_up_after:
-                return  # only the root's catch-up counts now
-            st.catch_up_after = None
-            st.pull_sent = None
-        elif tree.parent is not None and tree.parent.id == fill.parent.id:
+            if fill.after != st.catch_up_after:
+                return  # only answers to the catch-up count now
+            for body in fill.events:
+                assert body.seq is not None
+                st.catch_up_events.setdefault(body.seq, body)
+            if fill.routed:
+                st.catch_up_through, st.catch_up_answered_at = fill.through, now
+            elif tree.parent is not None and tree.parent.id == fill.parent.id:
+                st.catch_up_parent = True
+            if st.catch_up_through is not None and (st.catch_up_parent or tree.parent is None):
+                self._finish_catch_up(now, tree, fill.parent)
+            return
+        if tree.parent is not None and tree.parent.id == fill.parent.id:
             tree.parent_heard = now
             st.pull_sent = None
         if st.through is None:
@@ -251,6 +278,19 @@ class Ordering:
             self._catch_up(now, tree, fill)
         self.drain(now, tree)
         self.answer_waiting(now, tree, give_up=True)
+
+    def _finish_catch_up(self, now: float, tree: TopicTree, sender: NodeRef) -> None:
+        """Both answers are in (or the parent's is overdue): handle their union as one
+        fill reaching as far as the root's."""
+        st = tree.stream
+        assert st.catch_up_after is not None and st.catch_up_through is not None
+        after, through = st.catch_up_after, st.catch_up_through
+        events = tuple(body for seq, body in sorted(st.catch_up_events.items())
+                       if after < seq <= through)
+        st.catch_up_after, st.catch_up_through = None, None
+        st.catch_up_events.clear()
+        st.pull_sent = None
+        self.on_fill(now, Fill(tree.topic, sender, after, max(after, through), events[-MAX_BATCH:]))
 
     def _catch_up(self, now: float, tree: TopicTree, fill: Fill) -> None:
         """Handle, in order, the fill's events and the held copies it covers."""

@@ -97,3 +97,11 @@ class Stream:
     catch_up_after: int | None = None
     #: When to ask the root (the digests have had time to travel up).
     catch_up_at: float = 0.0
+    #: Events gathered for the catch-up: from the root, and from the new parent (whose
+    #: log may hold what a root that lost its replicas could not recover).
+    catch_up_events: dict[int, EventBody] = field(default_factory=dict)
+    #: The root's answer: how far it reaches, and when it came (None: not yet).
+    catch_up_through: int | None = None
+    catch_up_answered_at: float = 0.0
+    #: Whether the new parent answered too.
+    catch_up_parent: bool = False

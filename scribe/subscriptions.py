@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from matching import Filter, Index
 from scribe.config import DuplicateSubscriptionError, UnknownSubscriptionError
@@ -28,6 +29,10 @@ class Subscription:
     group: str | None
     #: Time (on the driver's clock) when it ends unless renewed; None: never.
     expires_at: float | None
+    #: Seq of the last event delivered to it (0: none): none is delivered twice.
+    last_seq: int = 0
+    #: While its replay is awaited, live events wait here (handed over after it).
+    replay_queue: list[Any] | None = None
 
 
 def expiry_time(now: float, expiry: float | None) -> float | None:

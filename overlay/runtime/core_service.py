@@ -10,13 +10,15 @@ completes a reliable publish.
 
 Readings of API.md chosen here:
 - a reliable publish is answered on the core's ``published`` notice: in structured mode
-  once the topic's root has numbered the event (the root's replicas holding it comes
-  with the reliable-delivery work), in unstructured mode once the local node holds it
-  and has started spreading it (there is no root: ``seq`` is null). Without that notice
-  within ``publish_timeout`` the reply is ``not_ready``, and the client may publish
-  again with the same ``msg_id`` (copies are dropped);
-- ``replay`` needs retained events, which no node keeps yet: a subscribe asking for it
-  gets ``bad_request`` saying so instead of a silent no-op.
+  once the topic's root has numbered the event and its replicas hold it, in
+  unstructured mode once the local node holds it and has started spreading it (there
+  is no root: ``seq`` is null). Without that notice within ``publish_timeout`` the
+  reply is ``not_ready``, and the client may publish again with the same ``msg_id``
+  (the root numbers it once);
+- ``replay`` (structured mode) first delivers what the topic's root retains: ``last``
+  N is the last N retained events that match the subscription's filter; in
+  unstructured mode, where nothing is retained, a subscribe asking for it gets
+  ``bad_request`` saying so instead of a silent no-op.
 """
 
 from __future__ import annotations
@@ -89,13 +91,15 @@ class CoreService:
 
     def subscribe(self, request: Subscribe, sink: Sink) -> int:
         self._require_ready()
-        if request.replay is not None:
-            raise ApiError("bad_request", "replay is not available: this node does not keep "
-                           "retained events yet")
+        if request.replay is not None and not self.groups:
+            raise ApiError("bad_request", f"replay is not served in {self.mode} mode: no "
+                           "root retains a topic's events there")
         if request.group is not None and not self.groups:
             raise ApiError("bad_request", f"groups are not served in {self.mode} mode")
         handle = next(self._handles)
-        extra = {"group": request.group} if self.groups else {}
+        extra: dict[str, Any] = {"group": request.group} if self.groups else {}
+        if request.replay is not None:
+            extra.update(replay_last=request.replay.last, replay_since=request.replay.since_seq)
         try:
             self._call(lambda core, now: core.subscribe(now, request.topic, request.filter,
                                                         handle, request.expiry, **extra))

@@ -91,6 +91,15 @@ async def test_no_acknowledged_event_is_lost_or_repeated_when_the_root_is_killed
                       for got in received.values()):
                 await trio.sleep(0.1)
         nursery.cancel_scope.cancel()
+    # A late subscriber asks the new root for the last five events it retains.
+    replayed: list[Event] = []
+    async with connect(publisher.api) as client, client.subscribe(TOPIC, "", last=5) as sub:
+        with trio.fail_after(30):
+            async for event in sub:
+                replayed.append(event)
+                if len(replayed) == 5:
+                    break
+    assert [e.msg_id for e in replayed] == acknowledged[-5:]
     for name, got in received.items():
         counts = Counter(e.msg_id for e in got)
         assert not [m for m, c in counts.items() if c > 1], f"{name}: delivered twice"

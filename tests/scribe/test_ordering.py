@@ -28,9 +28,11 @@ def ev(seq: int, prev: int | None, x: int = 9, sender: int = 200, hop: int = 2) 
                  ref(sender), True, (), prev)
 
 
-def caught_up(app, at: int, now: float = 0.2) -> None:  # type: ignore[no-untyped-def]
-    """The root's answer to the catch-up pull after a join: nothing missed up to ``at``."""
+def caught_up(app, at: int, parent: int, now: float = 0.2) -> None:  # type: ignore[no-untyped-def]
+    """The answers to the catch-up after a join, from the root and the new parent:
+    nothing missed up to ``at``."""
     app.on_direct(now, "n300", Fill(TOPIC, ref(300), at, at, (), routed=True))
+    app.on_direct(now, f"n{parent}", Fill(TOPIC, ref(parent), at, at, ()))
 
 
 def member(through: int | None = 3):  # type: ignore[no-untyped-def]
@@ -39,7 +41,7 @@ def member(through: int | None = 3):  # type: ignore[no-untyped-def]
     app.subscribe(0.0, TOPIC, "", 1)
     app.on_direct(0.1, "n200", JoinAck(TOPIC, ref(200), (300, 200), through))
     if through is not None:
-        caught_up(app, through)
+        caught_up(app, through, parent=200)
     host.clear()
     return app, host
 
@@ -114,12 +116,28 @@ def test_a_member_re_parented_behind_its_new_parent_catches_up() -> None:
     app.on_timer(8.1)
     [(key, pull)] = host.routed
     assert key == MID and pull.after == 4 and pull.digest is not None  # to the root
+    assert host.sent_of(Pull) == [("n250", Pull(TOPIC, ref(101), 4))]  # and the parent
     assert ("repair", {"topic": TOPIC, "msg_id": None, "from": f"{MID:04x}",
                        "kind": "gap"}) in host.traces
-    app.on_direct(8.2, "n250", Fill(TOPIC, ref(250), 4, 6, (ev(6, None).body,)))
-    assert delivered_seqs(host) == []  # only the root's routed answer ends the catch-up
+    # The parent's log has 5, which the root (that lost its replicas) no longer has.
+    app.on_direct(8.2, "n250", Fill(TOPIC, ref(250), 4, 6, (ev(5, None).body,)))
+    assert delivered_seqs(host) == []  # the catch-up needs the root's answer
     app.on_direct(8.3, "n300", Fill(TOPIC, ref(300), 4, 6, (ev(6, None).body,), routed=True))
-    assert delivered_seqs(host) == [6, 7]
+    assert delivered_seqs(host) == [5, 6, 7]
+
+
+def test_a_catch_up_goes_on_without_a_parent_that_does_not_answer() -> None:
+    app, host = member(through=3)
+    for now in (3.0, 4.0, 5.0, 6.0):
+        app.on_timer(now)  # parent 200 silent: re-join
+    app.on_direct(6.1, "n250", JoinAck(TOPIC, ref(250), (300, 250), 3))
+    app.on_timer(8.1)
+    app.on_direct(8.3, "n300", Fill(TOPIC, ref(300), 3, 4, (ev(4, None).body,), routed=True))
+    host.clear()
+    app.on_timer(9.1)
+    assert delivered_seqs(host) == []
+    app.on_timer(10.4)  # two heartbeat intervals after the root's answer
+    assert delivered_seqs(host) == [4]
 
 
 def test_the_root_answers_a_routed_pull_with_what_the_pullers_digest_wants() -> None:
@@ -138,7 +156,7 @@ def parent_with_child(through: int = 0):  # type: ignore[no-untyped-def]
     app, host = make(200, config=CONFIG)
     app.forward(0.0, MID, join(101, "x > 5"), ref(300))
     app.on_direct(0.1, "n300", JoinAck(TOPIC, ref(300), (300,), through))
-    caught_up(app, through)
+    caught_up(app, through, parent=300)
     host.clear()
     return app, host
 
@@ -191,7 +209,7 @@ def test_a_new_root_sends_on_what_its_replica_copies_hold_beyond_its_own_positio
     app, host = make(400, config=CONFIG)
     app.subscribe(0.0, TOPIC, "", 1)
     app.on_direct(0.1, "n200", JoinAck(TOPIC, ref(200), (200,), 0))
-    caught_up(app, 0)
+    caught_up(app, 0, parent=200)
     app.on_direct(0.2, "n200", ev(1, prev=0, hop=1))
     for seq in (1, 2, 3):  # the old root copied 2 and 3 here, then failed
         app.on_direct(0.3, "n200", Replicate(ev(seq, None).body, ref(200)))

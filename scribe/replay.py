@@ -1,0 +1,103 @@
+"""Replay: a new subscription first gets what the topic's root still retains.
+
+``subscribe(..., replay_last=N)`` or ``replay_since=S`` (API.md ``replay``) sends a
+:class:`ReplayRequest` toward the topic's key. The root answers with the matching
+retained events (:class:`ReplayFill`); the subscription gets them in seq order, then the
+live events that came meanwhile (held back until then), none twice (each subscription
+remembers the last seq it was given). A request without an answer is sent again every
+two heartbeat intervals, and given up after ``publish_give_up`` (the live events then
+flow on).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from matching import FilterSyntaxError, parse
+from scribe.dissemination import Dissemination, HandledEvent
+from scribe.messages import MAX_BATCH, ReplayFill, ReplayRequest
+from scribe.ordering import Released, RootLog
+from scribe.state import ScribeState
+from scribe.stream import Retained
+from scribe.subscriptions import Subscription
+
+
+@dataclass
+class PendingReplay:
+    request: ReplayRequest
+    first_sent: float
+    last_sent: float
+
+
+class Replays:
+    def __init__(self, state: ScribeState, dissemination: Dissemination, root_log: RootLog,
+                 released: Released) -> None:
+        self.s = state
+        self.dissemination = dissemination
+        self.root_log = root_log
+        self.released = released
+        self.pending: dict[int, PendingReplay] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.pending)
+
+    def start(self, now: float, sub: Subscription, last: int | None,
+              since_seq: int | None) -> None:
+        s = self.s
+        request = ReplayRequest(sub.topic, s.me, sub.sub_id, sub.filter_text, last, since_seq)
+        sub.replay_queue = []
+        self.pending[sub.sub_id] = PendingReplay(request, now, now)
+        s.host.route(now, s.mid(sub.topic), request)
+        s.wake(now)
+
+    def tick(self, now: float) -> None:
+        s = self.s
+        for sub_id, pending in list(self.pending.items()):
+            if sub_id not in s.subs:
+                del self.pending[sub_id]
+            elif now - pending.first_sent >= s.config.publish_give_up:
+                self._finish(s.subs.get(sub_id), ())
+            elif now - pending.last_sent >= 2 * s.config.heartbeat_interval:
+                pending.last_sent = now
+                s.host.route(now, s.mid(pending.request.topic), pending.request)
+
+    def at_root(self, now: float, msg: ReplayRequest) -> None:
+        """``deliver`` up-call: answer from the retained events, if this is the root."""
+        s = self.s
+        log = self.root_log(msg.topic)
+        if log is None:
+            if msg.topic not in s.numbering:
+                return  # not the root (yet): the requester asks again
+            log = Retained()
+        try:
+            wanted = parse(msg.filter)
+        except FilterSyntaxError:
+            return  # checked where it was subscribed: a peer sent garbage
+        through = self.released(msg.topic)
+        first = 0 if msg.since_seq is None else msg.since_seq - 1
+        matching = [body for body in log.between(first, through, len(log))
+                    if wanted.matches(body.attrs)]
+        if msg.last is not None:
+            matching = matching[-msg.last:] if msg.last else []
+        s.send(msg.requester, ReplayFill(msg.topic, msg.sub, s.me, through,
+                                         tuple(matching[:MAX_BATCH])))
+
+    def on_fill(self, now: float, fill: ReplayFill) -> None:
+        s = self.s
+        if fill.sub not in self.pending or fill.sub not in s.subs:
+            return
+        self._finish(s.subs.get(fill.sub), fill.events)
+
+    def _finish(self, sub: Subscription, events: tuple) -> None:  # type: ignore[type-arg]
+        del self.pending[sub.sub_id]
+        tree = self.s.trees.get(sub.topic)
+        hop = tree.depth if tree is not None and tree.depth is not None else 0
+        queued = sub.replay_queue or []
+        sub.replay_queue = None
+        for body in events:
+            self.dissemination.deliver_to(sub, HandledEvent(body, hop))
+        for handled in sorted(queued, key=lambda h: h.body.seq or 0):
+            self.dissemination.deliver_to(sub, handled)
+
+
+__all__ = ["PendingReplay", "Replays"]
