@@ -129,6 +129,8 @@ class Dissemination:
                 hop=ev.hop, dup=dup)
         if tree is not None and tree.parent is not None and tree.parent.id == ev.sender.id:
             tree.parent_heard = now
+            if ev.digest_version:
+                tree.settled = ev.settled and ev.digest_version >= tree.digest_version
         else:
             # The sender counts this node as its child, which it is not (any more).
             s.send(ev.sender, Leave(body.topic, s.me))
@@ -227,7 +229,8 @@ class Dissemination:
                     prev = None  # an older event handed down again: vouch for nothing
                     edge.vouched = None
             s.trace("forward", topic=body.topic, msg_id=body.msg_id, to=s.hex(child_id), hop=hop)
-            s.send(edge.ref, Event(body, hop, s.me, plain, tuple(groups), prev))
+            s.send(edge.ref, Event(body, hop, s.me, plain, tuple(groups), prev,
+                                   tree.is_root or tree.settled, edge.version))
 
     def _hand_back(self, handled: HandledEvent, groups: list[str],
                    upstream: NodeRef | None) -> None:

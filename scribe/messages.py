@@ -234,6 +234,8 @@ class Heartbeat(_PathMessage):
     digest_version: int
     prev: int | None = None
     through: int | None = None
+    #: Every edge from the root to the parent holds the digests below it.
+    settled: bool = False
 
     def __post_init__(self) -> None:
         _PathMessage.__post_init__(self)
@@ -337,6 +339,10 @@ class Event(Message):
     #: receiver needs, and nothing between ``prev`` and this one (None: it does not know
     #: what it sent before). A receiver that has not handled ``prev`` pulls.
     prev: int | None = None
+    #: As in :class:`Heartbeat`: whether the sender is settled, and the version of the
+    #: receiver's digest it holds (0: not told).
+    settled: bool = False
+    digest_version: int = 0
 
     def __post_init__(self) -> None:
         if self.body.seq is None:

@@ -37,8 +37,10 @@ RootLog = Callable[[str], Retained | None]
 FromRoot = Callable[[float, EventBody], None]
 #: How far the root has sent a topic's events down (``Retention.released_through``).
 Released = Callable[[str], int]
-#: Heartbeat intervals a (re)joined node waits before asking the root to catch it up.
+#: Heartbeat intervals a (re)joined node waits at least before asking the root to catch
+#: it up, and at most for its parent to say its digest reached the root (``settled``).
 CATCH_UP_DELAY = 2.0
+CATCH_UP_PATIENCE = 10.0
 
 
 def batch(log: Retained, after: int, through: int,
@@ -170,8 +172,9 @@ class Ordering:
 
         Its digest still has to travel up the new path; an event the root sends meanwhile
         may pass the new parent by, and the parent's chain would not show it. So the node
-        holds what comes and, after ``CATCH_UP_DELAY`` heartbeat intervals, asks the root
-        for everything it wants after the position it had (its catch-up)."""
+        holds what comes and, once its parent says every edge up to the root holds its
+        digest (``settled``; after ``CATCH_UP_PATIENCE`` heartbeat intervals at the
+        latest), asks the root for everything it wants after the position it had."""
         s = self.s
         st = tree.stream
         if st.through is None:
@@ -233,9 +236,9 @@ class Ordering:
             elif st.catch_up_through is not None and \
                     now - st.catch_up_answered_at >= 2 * interval:
                 self._finish_catch_up(now, tree, tree.parent or self.s.me)
-            elif now >= st.catch_up_at and (
-                    st.pull_sent is None
-                    or now - st.pull_sent >= 2 * self.s.config.heartbeat_interval):
+            elif now >= st.catch_up_at and (tree.settled or now >= st.catch_up_at + (
+                    CATCH_UP_PATIENCE - CATCH_UP_DELAY) * interval) and (
+                    st.pull_sent is None or now - st.pull_sent >= 2 * interval):
                 self._catch_up_pull(now, tree)
             return
         if st.held or st.waiting:

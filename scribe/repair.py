@@ -127,6 +127,7 @@ class Repair:
             self.membership.rejoin(now, tree)  # the parent is below this node: a loop
             return
         s.send(hb.parent, HeartbeatAck(hb.topic, s.me))
+        tree.settled = hb.settled and hb.digest_version >= tree.digest_version
         if hb.digest_version < tree.digest_version:
             self.membership.resend_digest(tree)
         if tree.learn_path(hb.path, s.me.id):

@@ -110,7 +110,7 @@ class ScribeState:
         edge.unanswered += 1
         through = tree.stream.through
         self.send(edge.ref, Heartbeat(tree.topic, self.me, tree.path, edge.version,
-                                      edge.vouched, through))
+                                      edge.vouched, through, tree.is_root or tree.settled))
         if through is not None:
             edge.vouched = through  # everything up to it handled: the child needs no more
 

@@ -70,6 +70,10 @@ class TopicTree:
     sent_digest: Digest | None = None
     #: Digests sent upward so far (the version of ``sent_digest``).
     digest_version: int = 0
+    #: Whether every edge from the root down to this node holds this node's newest
+    #: digest, as the parent last said (events the root numbers from then on that this
+    #: subtree wants reach it). The root is always settled.
+    settled: bool = False
     #: (parent hex, role) of the last ``tree`` record written; None: none yet.
     traced: tuple[str | None, Role] | None = None
     stream: Stream = field(default_factory=Stream)
@@ -109,6 +113,7 @@ class TopicTree:
         """Note ``digest`` as sent to the parent; returns its version."""
         self.sent_digest = digest
         self.digest_version += 1
+        self.settled = False
         return self.digest_version
 
     def set_root(self, own_id: int) -> None:
@@ -144,3 +149,4 @@ class TopicTree:
         self.parent = None
         self.joining_since = now
         self.sent_digest = None
+        self.settled = False

@@ -114,15 +114,18 @@ def test_a_member_re_parented_behind_its_new_parent_catches_up() -> None:
     app.on_timer(7.0)
     assert delivered_seqs(host) == [] and host.routed == []  # held: the digest travels up
     app.on_timer(8.1)
+    assert host.routed == []  # not settled yet: the new path may not hold its digest
+    app.on_direct(8.5, "n250", Heartbeat(TOPIC, ref(250), (300, 250), 99, None, 6, True))
+    app.on_timer(9.1)
     [(key, pull)] = host.routed
     assert key == MID and pull.after == 4 and pull.digest is not None  # to the root
     assert host.sent_of(Pull) == [("n250", Pull(TOPIC, ref(101), 4))]  # and the parent
     assert ("repair", {"topic": TOPIC, "msg_id": None, "from": f"{MID:04x}",
                        "kind": "gap"}) in host.traces
     # The parent's log has 5, which the root (that lost its replicas) no longer has.
-    app.on_direct(8.2, "n250", Fill(TOPIC, ref(250), 4, 6, (ev(5, None).body,)))
+    app.on_direct(9.2, "n250", Fill(TOPIC, ref(250), 4, 6, (ev(5, None).body,)))
     assert delivered_seqs(host) == []  # the catch-up needs the root's answer
-    app.on_direct(8.3, "n300", Fill(TOPIC, ref(300), 4, 6, (ev(6, None).body,), routed=True))
+    app.on_direct(9.3, "n300", Fill(TOPIC, ref(300), 4, 6, (ev(6, None).body,), routed=True))
     assert delivered_seqs(host) == [5, 6, 7]
 
 
@@ -131,12 +134,19 @@ def test_a_catch_up_goes_on_without_a_parent_that_does_not_answer() -> None:
     for now in (3.0, 4.0, 5.0, 6.0):
         app.on_timer(now)  # parent 200 silent: re-join
     app.on_direct(6.1, "n250", JoinAck(TOPIC, ref(250), (300, 250), 3))
-    app.on_timer(8.1)
-    app.on_direct(8.3, "n300", Fill(TOPIC, ref(300), 3, 4, (ev(4, None).body,), routed=True))
     host.clear()
-    app.on_timer(9.1)
-    assert delivered_seqs(host) == []
-    app.on_timer(10.4)  # two heartbeat intervals after the root's answer
+    unsettled = Heartbeat(TOPIC, ref(250), (300, 250), 99, None, 3, False)
+    for now in (7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0):
+        app.on_direct(now - 0.5, "n250", unsettled)  # alive, but the path is not settled
+        app.on_timer(now)
+        if now < 17.0:
+            assert not [m for _, m in host.routed if isinstance(m, Pull)], now
+    # Never told it is settled: it asks after CATCH_UP_PATIENCE intervals all the same.
+    assert [m.after for _, m in host.routed if isinstance(m, Pull)] == [3]
+    app.on_direct(17.3, "n300", Fill(TOPIC, ref(300), 3, 4, (ev(4, None).body,), routed=True))
+    app.on_timer(18.0)
+    assert delivered_seqs(host) == []  # the parent may still answer
+    app.on_timer(19.5)  # two heartbeat intervals after the root's answer
     assert delivered_seqs(host) == [4]
 
 

@@ -37,11 +37,12 @@ def test_heartbeats_go_only_to_children_that_got_no_event_lately() -> None:
     assert app.next_deadline() == 1.0
     app.on_timer(1.0)
     # Nothing went to 102 (prev 0, as when adopted); the root has handled up to 1.
-    assert host.sent == [("n102", Heartbeat(TOPIC, ref(200), (200,), 1, 0, 1))]
+    assert host.sent == [("n102", Heartbeat(TOPIC, ref(200), (200,), 1, 0, 1, True))]
     host.clear()
     app.on_timer(2.0)
-    assert host.sent_of(Heartbeat) == [("n101", Heartbeat(TOPIC, ref(200), (200,), 1, 1, 1)),
-                                       ("n102", Heartbeat(TOPIC, ref(200), (200,), 1, 1, 1))]
+    assert host.sent_of(Heartbeat) == [
+        ("n101", Heartbeat(TOPIC, ref(200), (200,), 1, 1, 1, True)),
+        ("n102", Heartbeat(TOPIC, ref(200), (200,), 1, 1, 1, True))]
 
 
 def test_a_child_that_stops_answering_is_dropped() -> None:
@@ -153,7 +154,7 @@ def test_a_forwarder_that_became_responsible_takes_the_root_role() -> None:
     assert host.traces == [("tree", {"topic": TOPIC, "parent": None, "role": "root"})]
     # It never learnt a position as a forwarder: it starts from its counter, vouching
     # for nothing sent to 101 yet.
-    assert ("n101", Heartbeat(TOPIC, ref(150), (150,), 1, None, 0)) in host.sent
+    assert ("n101", Heartbeat(TOPIC, ref(150), (150,), 1, None, 0, True)) in host.sent
 
 
 def test_expiry_ends_a_subscription_with_a_notice_and_renew_postpones_it() -> None:
