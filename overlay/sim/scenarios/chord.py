@@ -7,8 +7,10 @@ start at random times from random live nodes between the warm-up and ``drain`` s
 before the end; one counts as ok when it returns the true owner, ``succ(key)`` over the
 live nodes that completed their join, when it ends. Optional: a share ``crash`` of the
 nodes fails at once at ``crash_at`` (the ring is checked every stabilize period until it
-is correct again over the survivors); Poisson ``churn``: from the warm-up on, nodes join
-and nodes fail, each at that rate per second (the paper's section 6.5 experiment).
+is correct again over the survivors; lookups are summarized before the failure, during
+the repair, in its first stabilize period and after the repair); Poisson ``churn``: from
+the warm-up on, nodes join and nodes fail, each at that rate per second (the paper's
+section 6.5 experiment).
 """
 
 from __future__ import annotations
@@ -218,11 +220,13 @@ def _churn_fail(run: _Run) -> None:
 
 
 def lookup_stats(records: list[LookupRecord]) -> dict[str, Any]:
-    """ok_rate over every lookup started; hops over those that returned an owner."""
+    """ok_rate over every lookup started; hops over those that returned an owner;
+    ``no_owner``: lookups that ended without one (gave up)."""
     hops = sorted(r.hops for r in records if r.owner is not None)
     return {
         "lookups": len(records),
         "ok_rate": round(sum(r.ok for r in records) / len(records), 4) if records else None,
+        "no_owner": sum(r.ended is not None and r.owner is None for r in records),
         "hops_mean": round(sum(hops) / len(hops), 3) if hops else None,
         "hops_p1": nearest_rank(hops, 0.01),
         "hops_p99": nearest_rank(hops, 0.99),
@@ -257,6 +261,10 @@ def summarize(run: _Run) -> dict[str, Any]:
             [r for r in records if r.started < scenario.crash_at])
         summary["during_repair"] = lookup_stats(
             [r for r in records if scenario.crash_at <= r.started < end_of_repair])
+        # Right after the failure: started within one (mean) stabilize period of it.
+        first_end = min(scenario.crash_at + scenario.stabilize_interval, end_of_repair)
+        summary["first_period"] = lookup_stats(
+            [r for r in records if scenario.crash_at <= r.started < first_end])
         summary["after_repair"] = lookup_stats(
             [r for r in records if r.started >= end_of_repair])
     if scenario.churn:
