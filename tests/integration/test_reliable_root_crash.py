@@ -71,10 +71,13 @@ async def test_no_acknowledged_event_is_lost_or_repeated_when_the_root_is_killed
             ready = trio.Event()
             readiness.append(ready)
             await nursery.start(listen, node, ready)
-        # Wait until every subscription is in the tree: probe with one msg_id.
+        # Wait until every subscription is in the tree: probe (an event the root
+        # numbered before a subscription joined is not that subscription's).
         with trio.fail_after(45):
+            probe = 0
             while not all(r.is_set() for r in readiness):
-                await publish_acknowledged(publisher.api, "ee" * 16, -1)
+                probe += 1
+                await publish_acknowledged(publisher.api, f"ee{probe:030x}", -1)
                 with trio.move_on_after(0.5):
                     for r in readiness:
                         await r.wait()
