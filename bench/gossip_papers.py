@@ -54,7 +54,6 @@ import os
 import sys
 import tempfile
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -62,13 +61,13 @@ from typing import Any
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from overlay.gossip.node import GossipNode  # noqa: E402
 from overlay.sim.engine import Simulator  # noqa: E402
 from overlay.sim.network import NetworkConfig  # noqa: E402
 from overlay.sim.scenarios.gossip import (  # noqa: E402
     GossipScenario,
     GossipTraces,
     build,
+    components,
     run_gossip,
 )
 
@@ -342,30 +341,6 @@ def exp_selective(args: argparse.Namespace) -> list[dict[str, Any]]:
                      "control_msgs_per_node": _ratio(sel["control_msgs_per_node"],
                                                      plain["control_msgs_per_node"])})
     return [{key: row.get(key) for key in rows[0]} for row in rows]
-
-
-def components(nodes: list[GossipNode], alive: set[str]) -> list[int]:
-    """Sizes of the connected components of the survivors' active views (undirected)."""
-    links: dict[str, set[str]] = {a: set() for a in alive}
-    for node in nodes:
-        if node.address in alive:
-            for peer in node.peers.neighbours():
-                if peer in alive:
-                    links[node.address].add(peer)
-                    links[peer].add(node.address)
-    sizes, seen = [], set()
-    for start in alive:
-        if start in seen:
-            continue
-        seen.add(start)
-        todo, size = deque([start]), 0
-        while todo:
-            size += 1
-            for peer in links[todo.popleft()] - seen:
-                seen.add(peer)
-                todo.append(peer)
-        sizes.append(size)
-    return sorted(sizes, reverse=True)
 
 
 def exp_crash_half(args: argparse.Namespace) -> list[dict[str, Any]]:

@@ -275,10 +275,8 @@ class Membership:
 
     def on_digest(self, now: float, msg: DigestUpdate) -> None:
         s = self.s
-        tree = s.trees.get(msg.topic)
-        edge = None if tree is None else tree.children.get(msg.child.id)
+        tree, edge = s.child_edge(msg.topic, msg.child)
         if tree is None or edge is None:
-            s.send(msg.child, Disown(msg.topic, s.me))
             return
         edge.set_digest(Digest.from_wire(msg.digest, s.config.summary_max_filters), msg.version)
         edge.unanswered = 0

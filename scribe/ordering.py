@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from chord.kbr import NodeRef
-from scribe.messages import MAX_BATCH, Disown, Event, EventBody, Fill, Pull, ReplicaSync, Restore
+from scribe.messages import MAX_BATCH, Event, EventBody, Fill, Pull, ReplicaSync, Restore
 from scribe.state import ScribeState
 from scribe.stream import Retained, Stream
 from scribe.summaries import Digest
@@ -86,8 +86,6 @@ class Ordering:
                 for body in log.between(st.through, counter, len(log)):
                     assert body.seq is not None
                     bodies.setdefault(body.seq, body)
-            st.held.clear()
-            st.catch_up_after = None
             for seq in sorted(bodies):
                 self.from_root(now, bodies[seq])
         start_at = counter if st.through is None else max(st.through, counter)
@@ -319,10 +317,8 @@ class Ordering:
 
     def on_pull(self, now: float, pull: Pull) -> None:
         s = self.s
-        tree = s.trees.get(pull.topic)
-        edge = None if tree is None else tree.children.get(pull.child.id)
+        tree, edge = s.child_edge(pull.topic, pull.child)
         if tree is None or edge is None:
-            s.send(pull.child, Disown(pull.topic, s.me))
             return
         st = tree.stream
         log = self.log_of(tree)

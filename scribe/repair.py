@@ -135,12 +135,8 @@ class Repair:
         self.ordering.on_sync(now, tree, hb.prev, hb.through)
 
     def on_heartbeat_ack(self, now: float, ack: HeartbeatAck) -> None:
-        s = self.s
-        tree = s.trees.get(ack.topic)
-        edge = None if tree is None else tree.children.get(ack.child.id)
-        if edge is None:
-            s.send(ack.child, Disown(ack.topic, s.me))
-        else:
+        _, edge = self.s.child_edge(ack.topic, ack.child)
+        if edge is not None:
             edge.unanswered = 0
 
     # -- sends that failed ----------------------------------------------------------------------

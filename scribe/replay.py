@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from matching import FilterSyntaxError, parse
 from scribe.dissemination import Dissemination, HandledEvent
-from scribe.messages import MAX_BATCH, ReplayFill, ReplayRequest
+from scribe.messages import MAX_BATCH, EventBody, ReplayFill, ReplayRequest
 from scribe.ordering import Released, RootLog
 from scribe.state import ScribeState
 from scribe.stream import Retained
@@ -88,7 +88,7 @@ class Replays:
             return
         self._finish(s.subs.get(fill.sub), fill.events)
 
-    def _finish(self, sub: Subscription, events: tuple) -> None:  # type: ignore[type-arg]
+    def _finish(self, sub: Subscription, events: tuple[EventBody, ...]) -> None:
         del self.pending[sub.sub_id]
         tree = self.s.trees.get(sub.topic)
         hop = tree.depth if tree is not None and tree.depth is not None else 0

@@ -259,10 +259,12 @@ class Retention:
             replicas = self._replicas(topic)
             view = self.replica_views.setdefault(topic, ReplicaView())
             counter = s.seq.get(topic, 0)
-            retained = self.root.get(topic)
-            events = tuple(retained.bodies(MAX_BATCH)) if retained is not None else ()
+            events: tuple[EventBody, ...] | None = None  # built only for a new replica
             for replica in replicas:
                 if replica.addr not in view.addrs:
+                    if events is None:
+                        retained = self.root.get(topic)
+                        events = tuple(retained.bodies(MAX_BATCH)) if retained else ()
                     s.send(replica, ReplicaSync(topic, counter, s.me, events))
                 elif counter > view.seq:
                     s.send(replica, ReplicaSync(topic, counter, s.me, ()))
@@ -273,33 +275,29 @@ class Retention:
 
     def on_replica_sync(self, now: float, msg: ReplicaSync) -> None:
         s = self.s
-        if msg.topic in s.recovering:
-            # A member's events, for a root recovering the topic: they join its buffer.
-            retained = self.root.get(msg.topic)
-            if retained is None:
-                first = msg.events[0].seq or 1 if msg.events else msg.seq + 1
-                retained = self.root[msg.topic] = Retained(complete_from=first)
-            retained.merge(now, msg.events)
-            s.note_seq(msg.topic, msg.seq)
-            return
-        copies = self.replica.get(msg.topic)
-        if copies is None:
-            first = msg.events[0].seq or 1 if msg.events else msg.seq + 1
-            copies = self.replica[msg.topic] = Retained(complete_from=first)
-        copies.merge(now, msg.events)
-        copies.trim(now, s.config.retain_count, s.config.retain_seconds)
+        # For a root recovering the topic, a member's events join its own buffer;
+        # anywhere else they are a replica's copies.
+        table = self.root if msg.topic in s.recovering else self.replica
+        first = msg.events[0].seq or 1 if msg.events else msg.seq + 1
+        self._store(now, table, msg.topic, first, msg.events)
         s.note_seq(msg.topic, msg.seq)
         s.wake(now)
+
+    def _store(self, now: float, table: dict[str, Retained], topic: str, first: int,
+               events: tuple[EventBody, ...]) -> None:
+        """Keep ``events`` in ``table``'s buffer of ``topic``; a new buffer holds every
+        event from ``first`` on (older ones are not with this node)."""
+        retained = table.get(topic)
+        if retained is None:
+            retained = table[topic] = Retained(complete_from=first)
+        retained.merge(now, events)
+        retained.trim(now, self.s.config.retain_count, self.s.config.retain_seconds)
 
     def on_replicate(self, now: float, msg: Replicate) -> None:
         s = self.s
         body = msg.body
         assert body.seq is not None
-        copies = self.replica.get(body.topic)
-        if copies is None:  # copies start here: older events are not with this node
-            copies = self.replica[body.topic] = Retained(complete_from=body.seq)
-        copies.add(now, body)
-        copies.trim(now, s.config.retain_count, s.config.retain_seconds)
+        self._store(now, self.replica, body.topic, body.seq, (body,))
         s.note_seq(body.topic, body.seq)
         s.send(msg.root, ReplicateAck(body.topic, body.msg_id, body.seq, s.me))
         s.wake(now)

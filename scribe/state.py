@@ -12,7 +12,7 @@ from overlay.core.ids import format_id, hash_id
 from overlay.core.messages import Message
 from overlay.core.timers import Timers
 from scribe.config import ScribeConfig
-from scribe.messages import Heartbeat
+from scribe.messages import Disown, Heartbeat, Pull
 from scribe.subscriptions import Subscriptions
 from scribe.summaries import Digest, aggregate
 from scribe.tree import ChildEdge, Role, TopicTree
@@ -42,7 +42,7 @@ class ScribeState:
         #: gathers what the members know before numbering (``ScribeConfig.takeover_wait``).
         self.recovering: dict[str, float] = {}
         #: Catch-up pulls that reached this root while it was recovering, by puller id.
-        self.held_pulls: dict[str, dict[int, Any]] = {}
+        self.held_pulls: dict[str, dict[int, Pull]] = {}
         self.timers = Timers()
 
     # -- identities ----------------------------------------------------------------------
@@ -97,6 +97,16 @@ class ScribeState:
         else:
             edge.ref, edge.unanswered = child, 0
             edge.set_digest(digest, version)
+
+    def child_edge(self, topic: str, child: NodeRef) -> tuple[TopicTree | None,
+                                                              ChildEdge | None]:
+        """The tree and the edge to ``child``; when this node does not count ``child`` as
+        its child in ``topic``, it tells it so (:class:`Disown`) and the edge is None."""
+        tree = self.trees.get(topic)
+        edge = None if tree is None else tree.children.get(child.id)
+        if edge is None:
+            self.send(child, Disown(topic, self.me))
+        return tree, edge
 
     def drop_child_edge(self, tree: TopicTree, child_id: int) -> ChildEdge | None:
         edge = tree.children.pop(child_id, None)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections import deque
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from overlay.cli import main as cli_main
 from overlay.gossip.node import ROUND, GossipNode
 from overlay.sim.engine import Simulator
 from overlay.sim.network import NetworkConfig
-from overlay.sim.scenarios.gossip import GossipScenario, build, run_gossip
+from overlay.sim.scenarios.gossip import GossipScenario, build, components, run_gossip
 
 SMALL = dict(nodes=60, publishes=20, subscribers=8, publish_window=10.0, drain=20.0)
 
@@ -74,20 +73,7 @@ def test_same_seed_same_run_other_seed_other_run() -> None:
 
 def _connected(nodes: list[GossipNode], alive: set[str]) -> bool:
     """Whether the survivors' active views (as undirected links) form one component."""
-    links: dict[str, set[str]] = {a: set() for a in alive}
-    for node in nodes:
-        if node.address in alive:
-            for peer in node.peers.neighbours():
-                if peer in alive:
-                    links[node.address].add(peer)
-                    links[peer].add(node.address)
-    start = next(iter(alive))
-    seen, todo = {start}, deque([start])
-    while todo:
-        for peer in links[todo.popleft()] - seen:
-            seen.add(peer)
-            todo.append(peer)
-    return seen == alive
+    return len(components(nodes, alive)) == 1
 
 
 def test_hyparview_survivors_reconnect_after_half_the_nodes_crash() -> None:

@@ -22,7 +22,7 @@ import json
 import math
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -123,6 +123,30 @@ class GossipScenario:
 
 def addresses(count: int) -> list[str]:
     return [f"10.{i // 65536}.{i // 256 % 256}.{i % 256}:7400" for i in range(count)]
+
+
+def components(nodes: list[GossipNode], alive: set[str]) -> list[int]:
+    """Sizes of the connected components of the survivors' active views (undirected)."""
+    links: dict[str, set[str]] = {a: set() for a in alive}
+    for node in nodes:
+        if node.address in alive:
+            for peer in node.peers.neighbours():
+                if peer in alive:
+                    links[node.address].add(peer)
+                    links[peer].add(node.address)
+    sizes, seen = [], set()
+    for start in alive:
+        if start in seen:
+            continue
+        seen.add(start)
+        todo, size = deque([start]), 0
+        while todo:
+            size += 1
+            for peer in links[todo.popleft()] - seen:
+                seen.add(peer)
+                todo.append(peer)
+        sizes.append(size)
+    return sorted(sizes, reverse=True)
 
 
 def build(sim: Simulator, scenario: GossipScenario) -> list[GossipNode]:

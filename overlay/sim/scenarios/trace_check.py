@@ -168,7 +168,8 @@ class TraceCheck:
         """
         crashed = {r["node"] for r in self.by_ev["node_down"] if r.get("reason") == "crash"}
         acked = {r["msg_id"] for r in self.by_ev["publish_ack"]}
-        pubs = {p["msg_id"]: p for p in self.publishes() if p["msg_id"] in acked}
+        published = self.publishes()
+        pubs = {p["msg_id"]: p for p in published if p["msg_id"] in acked}
         expected: set[tuple[str, int, str]] = set()
         for msg_id, pub in pubs.items():
             for sub in self.subs.get(pub["topic"], ()):
@@ -187,7 +188,7 @@ class TraceCheck:
                     out_of_order += 1
                 last_seq[key[:2]] = seq
         return {
-            "published": len(self.publishes()),
+            "published": len(published),
             "acknowledged": len(pubs),
             "expected": len(expected),
             "lost": sum(1 for key in expected if counts[key] == 0),
