@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,13 @@ INVENTORY = "cluster.json"
 
 class ClusterError(Exception):
     """A cluster operation failed (a daemon did not start, no inventory, ...)."""
+
+
+def save_json(path: Path, data: Any) -> None:
+    """Write ``data`` to ``path`` whole or not at all (a reader never sees half a file)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
 
 
 @dataclass
@@ -49,10 +56,7 @@ class Inventory:
     nodes: list[NodeEntry]
 
     def save(self) -> None:
-        path = Path(self.directory) / INVENTORY
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
-        os.replace(tmp, path)
+        save_json(Path(self.directory) / INVENTORY, asdict(self))
 
     @staticmethod
     def load(directory: Path) -> Inventory:
@@ -97,30 +101,40 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str,
         time.sleep(interval)
 
 
-def _node_config(state_dir: Path, seeds: list[str], mode: str, extra: str) -> str:
+def _node_config(state_dir: Path, seeds: list[str], mode: str, extra: str, bind: str,
+                 settings: dict[str, str | float]) -> str:
     lines = [
-        'bind = "127.0.0.1:0"',
+        f"bind = {json.dumps(bind)}",
         f"state_dir = {json.dumps(str(state_dir))}",
         f"trace_dir = {json.dumps(str(state_dir / 'traces'))}",
         f"mode = {json.dumps(mode)}",
         f"seeds = {json.dumps(seeds)}",
+        # Top-level settings before ``extra``, which may open tables ([protocol]).
+        *(f"{key} = {json.dumps(value)}" for key, value in settings.items()),
     ]
     return "\n".join(lines) + "\n" + extra
 
 
 def start_daemon(name: str, directory: Path, seeds: list[str], mode: str, extra_config: str,
-                 timeout: float = 30.0) -> NodeEntry:
-    """Start one daemon process and wait until it reports its address."""
+                 timeout: float = 30.0, *, bind: str = "127.0.0.1:0",
+                 prefix: Sequence[str] = (),
+                 settings: dict[str, str | float] | None = None) -> NodeEntry:
+    """Start one daemon process and wait until it reports its address.
+
+    ``prefix`` runs it through another program that execs it (``ip netns exec NS``),
+    so the pid is still the daemon's; ``settings`` are more top-level config keys."""
     state_dir = directory / name
     state_dir.mkdir(parents=True, exist_ok=True)
     info_path = state_dir / "daemon.json"
     info_path.unlink(missing_ok=True)
     config_path = state_dir / "overlay.toml"
-    config_path.write_text(_node_config(state_dir, seeds, mode, extra_config))
+    config_path.write_text(_node_config(state_dir, seeds, mode, extra_config, bind,
+                                        settings or {}))
     log_path = state_dir / "daemon.log"
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "overlay.cli", "daemon", "--config", str(config_path)],
+            [*prefix, sys.executable, "-m", "overlay.cli", "daemon", "--config",
+             str(config_path)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,  # a Ctrl-C in the terminal is for us, not the daemons
         )

@@ -11,8 +11,10 @@ Needs root and ``ip``/``nft``; :func:`lab_support` says why not where they are m
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 
@@ -118,8 +120,10 @@ class NetnsTopology:
         for host in hosts:
             rules = f"flush chain inet {TABLE} loss\n"
             if per_mille:
-                rules += (f"add rule inet {TABLE} loss ip daddr {self.subnet}.0/24 "
-                          f"numgen random mod 1000 < {per_mille} drop\n")
+                # Not what a host sends itself (over lo): only what crosses a link.
+                rules += (f"add rule inet {TABLE} loss oifname != \"lo\" "
+                          f"ip daddr {self.subnet}.0/24 numgen random mod 1000 < {per_mille} "
+                          "drop\n")
             _run([*netns_exec(host.netns), "nft", "-f", "-"], stdin=rules)
 
     def partition(self, group_a: list[LabHost], group_b: list[LabHost]) -> None:
@@ -139,9 +143,10 @@ class NetnsTopology:
         """Remove every namespace of this lab (their links and rules go with them)."""
         removed = []
         for netns in self.existing_namespaces():
-            _run(["ip", "netns", "pids", netns], check=False)
+            # A namespace lives on while a process is in it: nothing may be left there.
             for pid in _run(["ip", "netns", "pids", netns], check=False).split():
-                _run(["kill", "-9", pid], check=False)
-            _run(["ip", "netns", "del", netns], check=False)
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(pid), signal.SIGKILL)
+            _run(["ip", "netns", "del", netns])
             removed.append(netns)
         return removed
