@@ -47,6 +47,7 @@ from scribe.messages import (
     check_group,
     check_topic,
 )
+from scribe.misrouted import Misrouted
 from scribe.ordering import Ordering
 from scribe.publish import Publishing
 from scribe.repair import Repair
@@ -77,6 +78,7 @@ class ScribeApp:
         self.membership.taking_over = retention.adopt_events
         self.repair = Repair(self.state, self.membership, self.dissemination, self.publishing,
                              o)
+        self.misrouted = Misrouted()
         self.replays = Replays(self.state, self.dissemination, retention.log,
                                retention.released_through)
         m, d, r = self.membership, self.dissemination, self.repair
@@ -192,6 +194,20 @@ class ScribeApp:
         return msg
 
     def deliver(self, now: float, key: int, msg: Message, hops: int) -> None:
+        if not self.state.host.is_responsible(key):
+            # Delivered on the last hop's word alone (scribe.misrouted): wait until this
+            # node knows it owns the key, or the ring routes the message elsewhere.
+            given_up = self.misrouted.park(now, key, msg)
+            self.state.wake(now)
+            if given_up is not None and isinstance(given_up.msg, Publish) \
+                    and not given_up.msg.reliable:
+                body = given_up.msg.body
+                self.state.trace("drop", topic=body.topic, msg_id=body.msg_id,
+                                 reason="overload")
+            return
+        self._deliver(now, key, msg)
+
+    def _deliver(self, now: float, key: int, msg: Message) -> None:
         if isinstance(msg, Join):
             self.membership.on_join_at_root(now, msg)
         elif isinstance(msg, Publish):
@@ -218,11 +234,28 @@ class ScribeApp:
         if pred_id != s.pred_id:
             s.pred_id, s.pred_changed_at = pred_id, now
         self.repair.check_ownership(now)
+        if self.misrouted:
+            self._retry_misrouted(now)
+
+    def _retry_misrouted(self, now: float) -> None:
+        """Handle parked messages whose key this node owns now; route the others that
+        waited a heartbeat interval toward their key again."""
+        host = self.state.host
+        deliver, reroute = self.misrouted.take(now, self.config.heartbeat_interval,
+                                               host.is_responsible)
+        for item in deliver:
+            self._deliver(now, item.key, item.msg)
+        for item in reroute:
+            host.route(now, item.key, item.msg)
 
     def on_timer(self, now: float) -> None:
         for name in self.state.timers.pop_due(now):
             if name == TICK:
+                if self.misrouted:
+                    self._retry_misrouted(now)
                 self.repair.tick(now)
+                if self.misrouted:
+                    self.state.wake(now)
                 self.replays.tick(now)
                 if self.replays:
                     self.state.wake(now)

@@ -365,16 +365,16 @@ class Ordering:
         if topic in s.recovering:
             # Gather first: the puller's position, and the events it holds that this
             # root lacks (it may be the only survivor holding them); answer at the end.
-            known = s.seq.get(topic, 0)
-            if pull.after > known:
-                s.send(pull.child, Restore(topic, s.me, known))
-            s.held_pulls.setdefault(topic, {})[pull.child.id] = pull
-            if pull.after > known:
-                s.note_seq(topic, pull.after)
+            held = s.held_pulls.setdefault(topic, {})
+            if pull.child.id not in held:
+                self._ask_restore(topic, pull.child, pull.after)
+            held[pull.child.id] = pull
+            s.note_seq(topic, pull.after)
             return
         if pull.after > s.seq.get(topic, 0) and topic in s.numbering:
             # The puller handled numbers this root never gave (its counter was lost
-            # with every copy): number on above them.
+            # with every copy): number on above them, and keep what it holds of them.
+            self._ask_restore(topic, pull.child, pull.after)
             s.note_seq(topic, pull.after)
             tree = s.trees.get(topic)
             if tree is not None and tree.is_root:
@@ -393,16 +393,31 @@ class Ordering:
                                 gone_before, routed=True))
 
 
+    def _ask_restore(self, topic: str, member: NodeRef, position: int) -> None:
+        """A member handled this topic up to ``position``. When this root does not hold
+        every event up to there (the former root failed with each of its replicas, and
+        members that received its last events may be their only holders), ask the
+        member for the events it handled beyond what the root holds."""
+        log = self.root_log(topic)
+        holds = 0 if log is None else log.contiguous_through()
+        if position > holds:
+            self.s.send(member, Restore(topic, self.s.me, holds))
+
     def on_restore(self, now: float, msg: Restore) -> None:
         """A root recovering the topic asks for the events this node handled after
-        ``after``: send them from the log (as a replica sync)."""
+        ``after``: send them from the log (as replica syncs, a message's worth each)."""
         s = self.s
         tree = s.trees.get(msg.topic)
         if tree is None or tree.stream.through is None:
             return
-        log = tree.stream.log
-        events, _ = batch(log, msg.after, tree.stream.through, lambda body: True)
-        s.send(msg.root, ReplicaSync(msg.topic, tree.stream.through, s.me, tuple(events)))
+        through = tree.stream.through
+        after = msg.after
+        while True:
+            events, reached = batch(tree.stream.log, after, through, lambda body: True)
+            s.send(msg.root, ReplicaSync(msg.topic, through, s.me, tuple(events)))
+            if reached >= through or not events:
+                return
+            after = reached
 
 
 __all__ = ["Handle", "Ordering", "RootLog", "batch", "start"]

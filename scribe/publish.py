@@ -106,10 +106,14 @@ class Publishing:
             retention.answer(body, msg.origin)
             retention.release_ready(now, topic)
 
-    def number_deferred(self, now: float, topic: str) -> None:
-        """The topic's recovery ended: number the publishes held meanwhile."""
+    def number_deferred(self, now: float, topic: str, owner: bool) -> None:
+        """The topic's recovery ended: number the publishes held meanwhile, or (``owner``
+        false: the key moved away meanwhile) route them on to the key's owner."""
         for msg in self.deferred.pop(topic, {}).values():
-            self.at_root(now, msg)
+            if owner:
+                self.at_root(now, msg)
+            else:
+                self.s.host.route(now, self.s.mid(topic), msg)
 
     def on_claim(self, now: float, topic: str) -> None:
         """This node starts numbering ``topic`` (it owns the key)."""

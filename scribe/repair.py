@@ -66,15 +66,26 @@ class Repair:
         publishing = self.publishing
         for topic, until in list(s.recovering.items()):
             if until <= now:  # what members knew has come in: answer them, then number
-                del s.recovering[topic]
-                for pull in s.held_pulls.pop(topic, {}).values():
-                    self.ordering.on_root_pull(now, pull)
-                publishing.number_deferred(now, topic)
+                self.end_recovery(now, topic)
         publishing.retention.tick(now)
         publishing.retry(now)
         if s.trees or len(self.dissemination.memory) or publishing.unacked \
                 or publishing.retention or s.recovering:
             s.timers.set(TICK, now + s.config.heartbeat_interval)
+
+    def end_recovery(self, now: float, topic: str) -> None:
+        """Recovering ``topic`` ended: answer the catch-up pulls and number the publishes
+        held meanwhile, or, when the key moved away in the meantime, send them on to it."""
+        s = self.s
+        s.recovering.pop(topic, None)
+        key = s.mid(topic)
+        owner = s.host.is_responsible(key)
+        for pull in s.held_pulls.pop(topic, {}).values():
+            if owner:
+                self.ordering.on_root_pull(now, pull)
+            else:
+                s.host.route(now, key, pull)
+        self.publishing.number_deferred(now, topic, owner)
 
     def check_ownership(self, now: float) -> None:
         """Move root roles to where the ring says they belong now."""
@@ -85,6 +96,8 @@ class Repair:
             holds_root = tree.is_root if tree is not None else topic in s.numbering
             if holds_root and not responsible:
                 self.membership.hand_over(now, topic)
+                if topic in s.recovering:
+                    self.end_recovery(now, topic)
             elif responsible and tree is not None and not tree.is_root:
                 self.membership.become_root(now, tree)
 

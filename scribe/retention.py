@@ -275,9 +275,11 @@ class Retention:
 
     def on_replica_sync(self, now: float, msg: ReplicaSync) -> None:
         s = self.s
-        # For a root recovering the topic, a member's events join its own buffer;
-        # anywhere else they are a replica's copies.
-        table = self.root if msg.topic in s.recovering else self.replica
+        # At the topic's root (recovering it, or finding members ahead of its counter)
+        # a member's events join its own buffer; anywhere else they are a replica's
+        # copies.
+        table = self.root if msg.topic in s.recovering or msg.topic in s.numbering \
+            else self.replica
         first = msg.events[0].seq or 1 if msg.events else msg.seq + 1
         self._store(now, table, msg.topic, first, msg.events)
         s.note_seq(msg.topic, msg.seq)

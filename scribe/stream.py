@@ -38,6 +38,15 @@ class Retained:
         if out_of_order:
             self.events = OrderedDict(sorted(self.events.items()))
 
+    def contiguous_through(self) -> int:
+        """The highest seq up to which every event from ``complete_from`` on is here."""
+        through = self.complete_from - 1
+        for seq in self.events:
+            if seq > through + 1:
+                break
+            through = max(through, seq)
+        return through
+
     def last_seq(self) -> int:
         return next(reversed(self.events)) if self.events else 0
 
