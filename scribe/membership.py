@@ -163,7 +163,13 @@ class Membership:
         self.taking_over(now, msg.topic, msg.events)
         adopt = msg.digest is not None and msg.old_root.id != s.me.id
         tree = s.tree_for(now, msg.topic) if adopt else None
+        mine = s.trees.get(msg.topic)
+        was_root = mine is not None and mine.is_root
         self.claim_root(now, msg.topic)
+        if was_root and mine is not None:
+            # A root that kept the key on its side of a healed partition: the events
+            # the other side numbered meanwhile go down now, as on taking the role.
+            self.root_taken(now, mine)
         if tree is not None and msg.digest is not None:
             self.accept(now, tree, Join(msg.topic, msg.old_root, msg.digest, msg.version))
 
