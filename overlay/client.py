@@ -201,17 +201,25 @@ class AsyncClient:
         self._rids = itertools.count(1)
         self._pending: dict[int, trio.MemorySendChannel[dict[str, Any]]] = {}
         self._subs: dict[int, trio.MemorySendChannel[Event]] = {}
+        #: rid of a subscribe request -> the channel for its events: registered by the
+        #: reader when the reply comes, since the subscription's first events follow it
+        #: at once (before the requesting task runs again).
+        self._sub_channels: dict[int, trio.MemorySendChannel[Event]] = {}
         self._send_lock = trio.Lock()
         self._closed: ClientError | None = None
         self.hello: dict[str, Any] = {}
 
-    async def request(self, req: dict[str, Any]) -> dict[str, Any]:
-        """Send one request and wait for its reply; raises RequestError on ``ok: false``."""
+    async def request(self, req: dict[str, Any],
+                      events: trio.MemorySendChannel[Event] | None = None) -> dict[str, Any]:
+        """Send one request and wait for its reply; raises RequestError on ``ok: false``.
+        ``events``: for a subscribe, where the subscription's events go."""
         if self._closed is not None:
             raise self._closed
         rid = next(self._rids)
         send_channel, receive_channel = trio.open_memory_channel[dict[str, Any]](1)
         self._pending[rid] = send_channel
+        if events is not None:
+            self._sub_channels[rid] = events
         try:
             async with self._send_lock:
                 await self._stream.send_all(encode_frame({**req, "rid": rid}))
@@ -220,6 +228,7 @@ class AsyncClient:
             raise self._closed or ConnectionLost("connection to the daemon lost") from None
         finally:
             self._pending.pop(rid, None)
+            self._sub_channels.pop(rid, None)
         if not reply.get("ok"):
             raise RequestError.from_wire(reply.get("error"))
         return reply
@@ -236,9 +245,8 @@ class AsyncClient:
                         since_seq: int | None = None) -> AsyncIterator[Subscription]:
         send_channel, receive_channel = trio.open_memory_channel[Event](self._buffer)
         reply = await self.request(subscribe_request(topic, filter, expiry, group, last,
-                                                     since_seq))
+                                                     since_seq), events=send_channel)
         sub = reply["sub"]
-        self._subs[sub] = send_channel
         subscription = Subscription(self, sub, receive_channel)
         try:
             yield subscription
@@ -281,8 +289,12 @@ class AsyncClient:
     async def _dispatch(self, msg: dict[str, Any]) -> None:
         event = msg.get("event")
         if event is None:
-            waiter = self._pending.get(msg.get("rid"))  # type: ignore[arg-type]
+            rid = msg.get("rid")
+            waiter = self._pending.get(rid)  # type: ignore[arg-type]
             if waiter is not None:
+                events = self._sub_channels.pop(rid, None)  # type: ignore[arg-type]
+                if events is not None and msg.get("ok") and type(msg.get("sub")) is int:
+                    self._subs[msg["sub"]] = events
                 waiter.send_nowait(msg)
         elif event == "notify":
             channel = self._subs.get(msg.get("sub"))  # type: ignore[arg-type]

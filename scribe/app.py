@@ -7,7 +7,11 @@ subscriptions, ``notice`` (``Notice`` effects) and ``trace`` records of TRACES.m
 
 Notices: ``published`` (``topic``, ``msg_id``, ``seq``) when the topic's root has
 numbered an event this node published; ``expired`` (``sub``) when a subscription's
-expiry passed and it ended.
+expiry passed and it ended; ``subscribed`` (``topic``, ``sub``) when a new subscription
+is in effect: this node is the topic's root, or every edge from the root down to it
+holds a digest that includes the subscription (``TopicTree.settled``), so each matching
+event the root numbers from then on reaches it. (Before that, an event may be pruned
+upstream by a digest that does not include it yet.)
 """
 
 from __future__ import annotations
@@ -79,6 +83,8 @@ class ScribeApp:
         self.repair = Repair(self.state, self.membership, self.dissemination, self.publishing,
                              o)
         self.misrouted = Misrouted()
+        #: Topic -> new subscriptions not in effect yet (see the ``subscribed`` notice).
+        self._settling: dict[str, set[int]] = {}
         self.replays = Replays(self.state, self.dissemination, retention.log,
                                retention.released_through)
         m, d, r = self.membership, self.dissemination, self.repair
@@ -139,6 +145,8 @@ class ScribeApp:
         self.membership.local_change(now, topic)
         if replay:
             self.replays.start(now, sub, replay_last, replay_since)
+        self._settling.setdefault(topic, set()).add(sub_id)
+        self._announce_in_effect()
 
     def unsubscribe(self, now: float, sub_id: int, reason: str = "client") -> None:
         """End a local subscription. Raises ``UnknownSubscriptionError``."""
@@ -148,6 +156,11 @@ class ScribeApp:
         sub = s.subs.remove(sub_id)
         s.timers.cancel(("expire", sub_id))
         s.trace("unsubscribe", topic=sub.topic, sub=sub_id, reason=reason)
+        settling = self._settling.get(sub.topic)
+        if settling is not None:
+            settling.discard(sub_id)
+            if not settling:
+                del self._settling[sub.topic]
         self.membership.local_change(now, sub.topic)
 
     def renew(self, now: float, sub_id: int, expiry: float | None) -> None:
@@ -166,6 +179,16 @@ class ScribeApp:
         then the event is sent again every ``publish_retry``). Raises ``ValueError``
         for bad input."""
         return self.publishing.publish(now, topic, attrs, payload, msg_id, ts, reliable)
+
+    def _announce_in_effect(self) -> None:
+        """A ``subscribed`` notice for each new subscription that is in effect now."""
+        s = self.state
+        for topic in list(self._settling):
+            tree = s.trees.get(topic)
+            if tree is None or not (tree.is_root or (tree.parent is not None and tree.settled)):
+                continue
+            for sub_id in sorted(self._settling.pop(topic)):
+                s.host.notice("subscribed", topic=topic, sub=sub_id)
 
     def status(self) -> dict[str, Any]:
         """Topics this node is in, with role, parent, depth and children (API ``status``)."""
@@ -206,6 +229,8 @@ class ScribeApp:
                                  reason="overload")
             return
         self._deliver(now, key, msg)
+        if self._settling:
+            self._announce_in_effect()
 
     def _deliver(self, now: float, key: int, msg: Message) -> None:
         if isinstance(msg, Join):
@@ -223,6 +248,8 @@ class ScribeApp:
         handler = self._direct.get(type(msg))
         if handler is not None:
             handler(now, msg)
+            if self._settling:
+                self._announce_in_effect()
 
     def on_unreachable(self, now: float, dest: str, msg: Message) -> None:
         self.repair.on_unreachable(now, dest, msg)
@@ -236,6 +263,8 @@ class ScribeApp:
         self.repair.check_ownership(now)
         if self.misrouted:
             self._retry_misrouted(now)
+        if self._settling:
+            self._announce_in_effect()
 
     def _retry_misrouted(self, now: float) -> None:
         """Handle parked messages whose key this node owns now; route the others that
@@ -257,6 +286,8 @@ class ScribeApp:
                 if self.misrouted:
                     self.state.wake(now)
                 self.replays.tick(now)
+                if self._settling:
+                    self._announce_in_effect()
                 if self.replays:
                     self.state.wake(now)
             elif isinstance(name, tuple) and name[0] == "expire":

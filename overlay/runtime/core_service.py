@@ -15,6 +15,12 @@ Readings of API.md chosen here:
   is no root: ``seq`` is null). Without that notice within ``publish_timeout`` the
   reply is ``not_ready``, and the client may publish again with the same ``msg_id``
   (the root numbers it once);
+- the ``subscribe`` reply comes once the subscription is in effect, so that an event
+  published after it is delivered: in structured mode once the core's ``subscribed``
+  notice says the topic's tree carries the subscription's filter from the root down,
+  at most ``subscribe_timeout`` later (then the reply comes anyway, counted as
+  ``subscribe_unsettled``: the tree is repairing and the subscription soon in effect);
+  in unstructured mode at once;
 - ``replay`` (structured mode) first delivers what the topic's root retains: ``last``
   N is the last N retained events that match the subscription's filter; in
   unstructured mode, where nothing is retained, a subscribe asking for it gets
@@ -41,6 +47,8 @@ from overlay.runtime.daemon import Daemon
 
 #: Seconds a reliable publish waits for the core's ``published`` notice.
 DEFAULT_PUBLISH_TIMEOUT = 10.0
+#: Seconds a subscribe reply waits for the core's ``subscribed`` notice.
+DEFAULT_SUBSCRIBE_TIMEOUT = 5.0
 
 
 class CoreService:
@@ -51,17 +59,23 @@ class CoreService:
     groups = False
     #: The core's "no such subscription" error.
     unknown_sub_error: type[Exception] = LookupError
+    #: Whether the core says when a subscription is in effect (``subscribed`` notice).
+    settles = False
 
-    def __init__(self, daemon: Daemon, publish_timeout: float = DEFAULT_PUBLISH_TIMEOUT) -> None:
+    def __init__(self, daemon: Daemon, publish_timeout: float = DEFAULT_PUBLISH_TIMEOUT,
+                 subscribe_timeout: float = DEFAULT_SUBSCRIBE_TIMEOUT) -> None:
         self.daemon = daemon
         self.publish_timeout = publish_timeout
+        self.subscribe_timeout = subscribe_timeout
+        #: Subscriptions waiting for their ``subscribed`` notice.
+        self._settling: dict[int, trio.Event] = {}
         self._sinks: dict[int, Sink] = {}
         self._handles = itertools.count(1)
         #: (topic, msg_id) -> the publishes waiting for its ``published`` notice.
         self._waiting: dict[tuple[str, str], list[trio.MemorySendChannel[int | None]]] = (
             defaultdict(list))
         self.counters = {"published": 0, "delivered": 0, "publish_timeouts": 0,
-                         "undeliverable": 0}
+                         "undeliverable": 0, "subscribe_unsettled": 0}
         daemon.deliver_handlers.append(self._on_deliver)
         daemon.notice_handlers.append(self._on_notice)
 
@@ -100,15 +114,31 @@ class CoreService:
         extra: dict[str, Any] = {"group": request.group} if self.groups else {}
         if request.replay is not None:
             extra.update(replay_last=request.replay.last, replay_since=request.replay.since_seq)
+        if self.settles:  # before the call: the notice may come during it (at the root)
+            self._settling[handle] = trio.Event()
         try:
             self._call(lambda core, now: core.subscribe(now, request.topic, request.filter,
                                                         handle, request.expiry, **extra))
         except FilterSyntaxError as exc:
+            self._settling.pop(handle, None)
             raise ApiError("bad_filter", str(exc), pos=exc.pos) from None
         except (ValueError, LocalProtocolError) as exc:
+            self._settling.pop(handle, None)
             raise ApiError("bad_request", str(exc)) from None
         self._sinks[handle] = sink
         return handle
+
+    async def in_effect(self, sub: int) -> None:
+        settled = self._settling.get(sub)
+        if settled is None:
+            return
+        try:
+            with trio.move_on_after(self.subscribe_timeout):
+                await settled.wait()
+                return
+            self.counters["subscribe_unsettled"] += 1
+        finally:
+            self._settling.pop(sub, None)
 
     def renew(self, sub: int, expiry: float) -> None:
         try:
@@ -120,6 +150,9 @@ class CoreService:
 
     def unsubscribe(self, sub: int, reason: str) -> None:
         self._sinks.pop(sub, None)
+        settling = self._settling.pop(sub, None)
+        if settling is not None:
+            settling.set()  # its reply need not wait any more
         try:
             self._call(lambda core, now: core.unsubscribe(now, sub, reason))
         except self.unknown_sub_error:
@@ -175,6 +208,10 @@ class CoreService:
             key = (notice.data["topic"], notice.data["msg_id"])
             for send in self._waiting.pop(key, []):
                 send.send_nowait(notice.data.get("seq"))
+        elif notice.kind == "subscribed":
+            settling = self._settling.get(notice.data["sub"])
+            if settling is not None:
+                settling.set()
         elif notice.kind == "expired":
             sink = self._sinks.pop(notice.data["sub"], None)
             if sink is not None:

@@ -18,6 +18,7 @@ class ScribeService(CoreService):
     mode = "structured"
     groups = True
     unknown_sub_error = UnknownSubscriptionError
+    settles = True
 
     @property
     def ready(self) -> bool:

@@ -24,6 +24,8 @@ class FakeService:
         #: When set, publishes wait for it (to test reply ordering).
         self.publish_gate: trio.Event | None = None
         self.fail_publish = False
+        #: When set, subscriptions are in effect only once it is set.
+        self.subscribe_gate: trio.Event | None = None
 
     @property
     def ready(self) -> bool:
@@ -36,6 +38,10 @@ class FakeService:
         self.next_sub += 1
         self.subs[sub] = (request, sink)
         return sub
+
+    async def in_effect(self, sub: int) -> None:
+        if self.subscribe_gate is not None:
+            await self.subscribe_gate.wait()
 
     def renew(self, sub: int, expiry: float) -> None:
         self.renewed.append((sub, expiry))

@@ -162,6 +162,24 @@ async def test_replies_keep_request_order(served: Any) -> None:
     assert [(await conn.recv())["rid"] for _ in range(2)] == [1, 2]
 
 
+async def test_a_subscription_s_events_wait_behind_its_reply(served: Any) -> None:
+    service, _, path = served
+    conn = await raw(path)
+    publisher = await raw(path)
+    service.subscribe_gate = trio.Event()
+    await conn.send({"op": "subscribe", "topic": "t", "rid": 1})
+    await conn.send({"op": "status", "rid": 2})
+    # An event for the new subscription comes while it is not in effect yet.
+    assert (await publisher.call(op="publish", topic="t", rid=1))["ok"]
+    with trio.move_on_after(0.2):
+        early = await conn.recv()
+        pytest.fail(f"something overtook the pending subscribe reply: {early}")
+    service.subscribe_gate.set()
+    reply, push, status = [await conn.recv() for _ in range(3)]
+    assert reply["rid"] == 1 and reply["ok"] and push["event"] == "notify"
+    assert push["sub"] == reply["sub"] and status["rid"] == 2
+
+
 @pytest.mark.parametrize(
     "garbage",
     [

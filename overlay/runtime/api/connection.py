@@ -1,7 +1,10 @@
 """One client connection of the local API: its subscriptions, its ordered replies, its queue.
 
 Replies go out in request order even when a later request finishes first (a status
-after a reliable publish waiting for its ack), while pushes are written as they come.
+after a reliable publish waiting for its ack), while pushes are written as they come,
+except a subscription's: those wait behind its ``subscribe`` reply, so a client never
+sees an event for a handle it has not been given yet. That reply itself comes once the
+subscription is in effect (``PubSubService.in_effect``).
 Everything waiting to be written counts against ``max_queue_bytes``: a subscriber that
 does not read is cut off with an ``overloaded`` error instead of growing our memory.
 """
@@ -10,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -46,6 +49,9 @@ log = logging.getLogger("overlay.api")
 @dataclass(eq=False)  # identity matters: slots are borrowers of the publish limiter
 class _ReplySlot:
     data: bytes | None = None
+    #: A subscribe reply's subscription, whose pushes wait behind the reply.
+    sub: int | None = None
+    trailing: list[bytes] = field(default_factory=list)
 
 
 class ApiConnection:
@@ -56,6 +62,8 @@ class ApiConnection:
         self.stream = stream
         self.conn_id = conn_id
         self.subs: set[int] = set()
+        #: Subscriptions whose ``subscribe`` reply is not written yet -> its slot.
+        self._unreplied: dict[int, _ReplySlot] = {}
         self.greeted = False
         self._pushes: deque[bytes] = deque()
         self._replies: deque[_ReplySlot] = deque()
@@ -127,6 +135,9 @@ class ApiConnection:
             if isinstance(request, Publish):
                 await self._start_publish(rid, request)
                 return
+            if isinstance(request, Subscribe):
+                self._start_subscribe(rid, request)
+                return
             result = self._execute(request)
         except ApiError as exc:
             self._reply_now(rid, exc)
@@ -150,12 +161,6 @@ class ApiConnection:
             return {**service.status(), "api": self.server.status()}
         if not service.ready:
             raise ApiError(NOT_READY, "this node has not joined the overlay yet")
-        if isinstance(request, Subscribe):
-            if len(self.subs) >= self.config.max_subscriptions_per_connection:
-                raise ApiError(OVERLOADED, "too many subscriptions on this connection")
-            sub = service.subscribe(request, self._push)
-            self.subs.add(sub)
-            return {"sub": sub}
         if isinstance(request, Renew | Unsubscribe):
             if request.sub not in self.subs:
                 raise ApiError(UNKNOWN_SUB, f"no subscription {request.sub} on this connection")
@@ -166,6 +171,28 @@ class ApiConnection:
                 service.unsubscribe(request.sub, "client")
             return {}
         raise ApiError(BAD_REQUEST, f"unhandled request {type(request).__name__}")
+
+    def _start_subscribe(self, rid: int, request: Subscribe) -> None:
+        """Create the subscription now (a bad filter is answered at once); reply once it
+        is in effect."""
+        if not self.service.ready:
+            raise ApiError(NOT_READY, "this node has not joined the overlay yet")
+        if len(self.subs) >= self.config.max_subscriptions_per_connection:
+            raise ApiError(OVERLOADED, "too many subscriptions on this connection")
+        sub = self.service.subscribe(request, self._push)
+        self.subs.add(sub)
+        slot = _ReplySlot(sub=sub)
+        self._replies.append(slot)
+        self._unreplied[sub] = slot
+        assert self._nursery is not None
+        self._nursery.start_soon(self._run_subscribe, rid, sub, slot)
+
+    async def _run_subscribe(self, rid: int, sub: int, slot: _ReplySlot) -> None:
+        try:
+            await self.service.in_effect(sub)
+        except Exception:  # a bug of ours: the subscription exists, say so anyway
+            log.exception("internal error waiting for subscription %d", sub)
+        self._fill(slot, rid, {"sub": sub})
 
     async def _start_publish(self, rid: int, request: Publish) -> None:
         if not self.service.ready:
@@ -213,7 +240,11 @@ class ApiConnection:
         if isinstance(push, Expired):
             self.subs.discard(push.sub)
         data = encode_frame(push.to_wire())
-        self._pushes.append(data)
+        slot = self._unreplied.get(push.sub)
+        if slot is not None:
+            slot.trailing.append(data)
+        else:
+            self._pushes.append(data)
         self._account(len(data))
         self._wake.set()
 
@@ -233,7 +264,11 @@ class ApiConnection:
                 self._pushes.clear()
                 replies = self._replies
                 while replies and replies[0].data is not None:
-                    chunks.append(replies.popleft().data)  # type: ignore[arg-type]
+                    slot = replies.popleft()
+                    chunks.append(slot.data)  # type: ignore[arg-type]
+                    if slot.sub is not None:
+                        self._unreplied.pop(slot.sub, None)
+                        chunks.extend(slot.trailing)
                 if chunks:
                     data = b"".join(chunks)
                     self._queued_bytes = max(0, self._queued_bytes - len(data))

@@ -66,6 +66,11 @@ class PubSubService(Protocol):
         """Create a subscription; returns its handle. Raises ApiError (bad_filter, ...)."""
         ...
 
+    async def in_effect(self, sub: int) -> None:
+        """Return once subscription ``sub`` is in effect: every matching event published
+        from then on reaches it (or after the service's bound on that wait)."""
+        ...
+
     def renew(self, sub: int, expiry: float) -> None: ...
 
     def unsubscribe(self, sub: int, reason: str) -> None:
