@@ -72,7 +72,8 @@ class LabInventory:
 def up(directory: Path, hosts: int, loss: float = 0.0, delay_ms: float = 0.0,
        name: str = "olab", mode: str = "structured", extra_config: str = "",
        timeout: float = 120.0, progress: Callable[[str], None] | None = None) -> LabInventory:
-    """Make the lab and start its daemons; on any failure, remove what was made."""
+    """Make the lab and start its daemons, and wait until they have joined (in structured
+    mode: until they form one ring); on any failure, remove what was made."""
     if hosts < 1 or hosts > 250:
         raise ClusterError("a lab has 1 to 250 hosts")
     if not 0 <= delay_ms <= 60_000:
@@ -104,8 +105,12 @@ def up(directory: Path, hosts: int, loss: float = 0.0, delay_ms: float = 0.0,
             lab.save()
             if progress:
                 progress(f"started {len(lab.nodes)}/{hosts} daemons")
-        cluster.wait_until(lambda: cluster.all_ready(lab.as_cluster()), timeout,
-                           "every daemon to join", interval=0.2)
+        if mode == "structured":  # every successor pointer right: one ring
+            cluster.wait_until(lambda: ring_problem(lab) is None, timeout,
+                               "the daemons to form one ring", interval=0.2)
+        else:
+            cluster.wait_until(lambda: cluster.all_ready(lab.as_cluster()), timeout,
+                               "every daemon to join", interval=0.2)
     except BaseException:
         down(lab, grace=2.0)
         raise
