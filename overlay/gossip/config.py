@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from overlay.core.errors import LocalProtocolError
+from overlay.gossip.messages import MAX_NAMED, MAX_RADIUS
 
 #: Names of the strategies, as ``overlay sim --strategy`` spells them.
 STRATEGY_NAMES = ("flood", "random-walk", "rumor", "blind-counter", "anti-entropy", "pbcast")
@@ -191,20 +192,41 @@ class HyParViewConfig:
 
 @dataclass(frozen=True)
 class SelectiveConfig:
-    """Selective routing: neighbours advertise summaries of the interests within
-    ``radius`` hops through them, and events go only toward those that may match.
-    Needs a bounded (``hyparview``) view."""
+    """Selective routing (:mod:`~overlay.gossip.selective`): every node advertises to each
+    neighbour the subscriber nodes within ``radius`` hops through it (the nearest
+    ``max_named`` by name, with the hops to them, the rest as anonymous per-hop
+    summaries), and events go only toward those that may match. Needs a bounded
+    (``hyparview``) view. A ``radius`` at least the hop limit (``ttl``) of flooding or
+    pbcast lets every node route within the whole reach of an event; with a smaller one
+    an event still has hops to go beyond what adverts tell goes everywhere, as without
+    selective routing."""
 
-    radius: int = 3
+    radius: int = 8
+    #: Subscriber nodes per topic an advert names (with the hops to each); further ones
+    #: are merged into per-hop summaries.
+    max_named: int = 64
+    #: Neighbours an event goes to toward each named subscriber, among those with the
+    #: fewest hops to it (more: redundant paths, for loss and churn).
+    paths: int = 1
     #: Filters a summary keeps exactly before it is coarsened (``matching.Summary``).
     max_filters: int = 64
     #: Changes are gathered for this long before adverts go out (one batch per cascade).
     advert_delay: float = 0.05
+    #: Every advert is sent again this often, changed or not (a lost one is made up for).
+    refresh_interval: float = 30.0
 
     def __post_init__(self) -> None:
         _at_least(self, "radius", 1)
+        if self.radius > MAX_RADIUS:
+            raise GossipConfigError(f"radius must be at most {MAX_RADIUS}, got {self.radius}")
+        _at_least(self, "max_named", 0)
+        if self.max_named > MAX_NAMED:
+            raise GossipConfigError(f"max_named must be at most {MAX_NAMED}, "
+                                    f"got {self.max_named}")
+        _at_least(self, "paths", 1)
         _at_least(self, "max_filters", 1)
         _positive(self, "advert_delay")
+        _positive(self, "refresh_interval")
 
 
 @dataclass(frozen=True)

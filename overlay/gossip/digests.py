@@ -30,12 +30,12 @@ class DigestRepair:
 
     def send_digest(self, now: float, dest: str, push: bool, pull: bool) -> None:
         node = self.node
-        interest = node.interest
+        selective = node.interest is not None
         by_topic: dict[str, list[str]] = {}
         for held in node.store.recent(now, node.config.max_digest):
             body = held.body
-            # With selective routing, offer only what may match through the peer.
-            if interest is None or interest.may_match(dest, body.topic, body.attrs):
+            # With selective routing, offer only what this node would route to the peer.
+            if not selective or dest in node.routed(held):
                 by_topic.setdefault(body.topic, []).append(body.msg_id)
         ids = {topic: tuple(msg_ids) for topic, msg_ids in by_topic.items()}
         if ids or pull:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from matching import Summary
+from matching.summary import DEFAULT_MAX_FILTERS
 from overlay.core.messages import Message, Record, message, record
+from overlay.gossip.summaries import part_from_wire
 
 MAX_TOPIC_CHARS = 1024
 MAX_MSG_ID_CHARS = 64
@@ -26,9 +27,11 @@ MAX_BATCH = 4096
 MAX_PEERS = 256
 #: Longest path an event may have travelled, and longest walk a message may ask for.
 MAX_HOPS = 1 << 16
-#: Most topics, and layers per topic, one interest advert may carry.
+#: Most topics, layers (hops) and named subscriber nodes per topic one interest advert
+#: may carry.
 MAX_INTEREST_TOPICS = 4096
 MAX_RADIUS = 16
+MAX_NAMED = 1024
 
 _HEX = frozenset("0123456789abcdef")
 
@@ -264,17 +267,49 @@ class Heartbeat(Message):
 # -- selective routing ----------------------------------------------------------------------
 
 
+@record
+class Named(Record):
+    """One subscriber node as an advert's sender knows it: its id (TRACES.md hex), the
+    hops from the sender to it (0: the sender itself), and the summary (``matching.Summary``
+    wire form) of its filters for the topic."""
+
+    node: str
+    hops: int
+    summary: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        check_hex(self.node, "a subscriber node id")
+        if not 0 <= self.hops < MAX_RADIUS:
+            raise ValueError(f"hops must be within 0..{MAX_RADIUS - 1}, got {self.hops}")
+        part_from_wire(self.summary, DEFAULT_MAX_FILTERS)  # malformed: ValueError
+
+
+@record
+class TopicInterest(Record):
+    """What may match through the sender for one topic: the nearest subscriber nodes by
+    name, and the rest as anonymous layers (layer d: the summary of the interests d hops
+    beyond the sender)."""
+
+    named: tuple[Named, ...] = ()
+    layers: tuple[dict[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_count(self.named, MAX_NAMED, "named subscribers in an interest advert")
+        _check_count(self.layers, MAX_RADIUS, "layers in an interest advert")
+        for layer in self.layers:
+            part_from_wire(layer, DEFAULT_MAX_FILTERS)  # malformed: ValueError
+
+
 @message("gossip.interest")
 class Interest(Message):
-    """What may match through the sender, per topic: summaries (``matching.Summary`` wire
-    form) of the subscriptions 0, 1, ... hops beyond it. Replaces the previous advert."""
+    """What may match through the sender, per topic. Replaces the previous advert.
+    ``ask``: the sender has no advert of the receiver's (a new link on its side), so the
+    receiver sends its whole advert back even if it sent the same one before."""
 
-    topics: dict[str, tuple[dict[str, Any], ...]]
+    topics: dict[str, TopicInterest]
+    ask: bool = False
 
     def __post_init__(self) -> None:
         _check_count(self.topics, MAX_INTEREST_TOPICS, "topics in an interest advert")
-        for topic, layers in self.topics.items():
+        for topic in self.topics:
             check_topic(topic)
-            _check_count(layers, MAX_RADIUS, "layers in an interest advert")
-            for layer in layers:
-                Summary.from_wire(layer)  # SummaryDecodeError is a ValueError: rejected

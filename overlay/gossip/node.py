@@ -91,7 +91,10 @@ class GossipNode(CoreBase):
         self.timers = Timers()
         self.subs = Subscriptions()
         self.store = EventStore(config.memory, config.digest_window, config.max_events)
-        self.interest = InterestRouting(config.selective) if config.selective else None
+        self.interest = InterestRouting(
+            config.selective, self.node_hex, lambda peer: node_hex(peer, bits)
+        ) if config.selective else None
+        self._adverts_refreshed = 0.0
         self.peers: PeerSampler = (
             FullView(address, rng) if config.view == "full"
             else HyParView(address, rng, config.hyparview, self.send, self._neighbour_changed))
@@ -233,17 +236,38 @@ class GossipNode(CoreBase):
             "hop": hop, "dup": held is not None}))
         if held is not None:
             return held, False
-        held = HeldEvent(body, hop, now, guided)
+        held = HeldEvent(body, hop, now, guided, src)
         self._hold(held)
         return held, True
 
+    def routed(self, held: HeldEvent) -> frozenset[str]:
+        """With selective routing, the neighbours the interest routes lead an event to
+        from here (:meth:`InterestRouting.route` for the whole radius, given where it
+        came from): digests offer it only to them."""
+        interest = self.interest
+        assert interest is not None
+        if held.routed_epoch != interest.epoch:
+            body = held.body
+            held.routed = frozenset(interest.route(
+                self.peers.neighbours(), body.topic, body.attrs, interest.config.radius - 1,
+                held.came_from))
+            held.routed_epoch = interest.epoch
+        return held.routed
+
     def choose(self, body: EventBody, guided: bool, count: int | None,
-               exclude: Collection[str], keep_going: bool = False) -> tuple[list[str], bool]:
+               exclude: Collection[str], keep_going: bool = False, budget: int | None = None,
+               came_from: str | None = None) -> tuple[list[str], bool]:
         """Neighbours to send an event to (``count`` random ones, None: all) and whether
         that copy is *guided* (sent along links whose interest matches).
 
-        Without selective routing: any neighbours. With it: only those through which the
-        event may match; when there are none, a guided event has reached the end of its
+        Without selective routing: any neighbours. With it and a hop ``budget`` (the hops
+        a copy may still make after the neighbour; flooding and pbcast): the neighbours
+        the interest routes lead to (:meth:`InterestRouting.route`), all of them (they
+        replace the random choice of pbcast's first phase), none when no interest within
+        reach may match; ``came_from`` is the neighbour the event came from.
+
+        With selective routing and no budget: only neighbours through which the event
+        may match; when there are none, a guided event has reached the end of its
         interest path and stops (unless ``keep_going``), an unguided one goes where the
         strategy would send it anyway: an uninterested region is crossed, not cut off.
         """
@@ -252,6 +276,9 @@ class GossipNode(CoreBase):
                 return [p for p in self.peers.neighbours() if p not in exclude], False
             return self.peers.sample(count, exclude), False
         candidates = [p for p in self.peers.neighbours() if p not in exclude]
+        if budget is not None:
+            return self.interest.route(candidates, body.topic, body.attrs, budget,
+                                       came_from), True
         targets = self.interest.narrow(candidates, body.topic, body.attrs)
         if targets:
             guided = True
@@ -308,6 +335,11 @@ class GossipNode(CoreBase):
         self.repair.forget_asked(now)
         self.peers.on_round(now)
         self.strategy.on_round(now)
+        interest = self.interest
+        if interest is not None and \
+                now - self._adverts_refreshed >= interest.config.refresh_interval:
+            self._adverts_refreshed = now
+            interest.resend()
         self._wake(now)
         self._schedule_adverts(now)
 

@@ -25,6 +25,12 @@ class HeldEvent:
     first_seen: float
     #: Selective routing: the first copy came along links whose interest matched.
     guided: bool = False
+    #: The neighbour the first copy came from (None: published here, or unknown).
+    came_from: str | None = None
+    #: Selective routing: the neighbours the interest routes lead to from here, as of
+    #: the routing tables' ``routed_epoch`` (what digests offer the event to).
+    routed: frozenset[str] = frozenset()
+    routed_epoch: int = -1
 
 
 class EventStore:

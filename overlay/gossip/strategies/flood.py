@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from overlay.core.messages import Message
 from overlay.gossip.config import FloodConfig, PbcastConfig
 from overlay.gossip.messages import Event
 from overlay.gossip.store import HeldEvent
@@ -29,7 +30,7 @@ class Flood(Strategy):
         self.fanout = config.fanout if isinstance(config, PbcastConfig) else None
 
     def publish(self, now: float, held: HeldEvent) -> None:
-        self._forward(held, 1, self.ttl, guided=False, exclude=())
+        self._forward(held, 1, self.ttl, guided=False, came_from=None)
 
     def on_event(self, now: float, src: str, msg: Event) -> None:
         held, first = self.node.accept(now, src, msg.body, msg.hop, msg.guided)
@@ -41,13 +42,31 @@ class Flood(Strategy):
         if msg.hop >= ttl:
             self.node.trace_drop(msg.body, "ttl")
             return
-        self._forward(held, msg.hop + 1, ttl, msg.guided, exclude=(src,))
+        self._forward(held, msg.hop + 1, ttl, msg.guided, came_from=src)
+
+    def on_unreachable(self, now: float, dest: str, msg: Message) -> None:
+        """With selective routing a copy may have been the only one on its way: the
+        event takes the routes that are left (the view has dropped ``dest`` already)."""
+        node = self.node
+        if node.interest is None or not isinstance(msg, Event) or msg.ttl is None:
+            return
+        held = node.store.get(msg.body.msg_id)
+        if held is not None:
+            self._forward(held, msg.hop, msg.ttl, msg.guided, held.came_from,
+                          skip=held.routed)
 
     def _forward(self, held: HeldEvent, hop: int, ttl: int, guided: bool,
-                 exclude: tuple[str, ...]) -> None:
+                 came_from: str | None, skip: frozenset[str] = frozenset()) -> None:
         node = self.node
         body = held.body
-        targets, guided = node.choose(body, guided, self.fanout, exclude)
+        # A copy sent now arrives at ``hop`` and may make ``ttl - hop`` more hops.
+        exclude = skip if came_from is None else skip | {came_from}
+        targets, guided = node.choose(body, guided, self.fanout, exclude,
+                                      budget=ttl - hop, came_from=came_from)
+        if node.interest is not None:
+            # Where it went (digests offer it there; a failed copy is not sent again).
+            held.routed = skip.union(targets)
+            held.routed_epoch = node.interest.epoch
         for dest in targets:
             node.trace_forward(dest, body, hop)
             node.send(dest, Event(body, hop, ttl, guided))
