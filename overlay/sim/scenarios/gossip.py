@@ -66,7 +66,7 @@ class GossipScenario:
     view: str = "hyparview"
     active_size: int = 5
     selective: bool = False
-    radius: int = 3
+    radius: int = 8
     round_interval: float = 1.0
     aligned_rounds: bool = False
     loss: float = 0.0
