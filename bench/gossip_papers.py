@@ -26,9 +26,10 @@ Experiments (``--only 1,2,...`` runs some of them):
      those a digest repaired (a ``repair`` record at that node for that event at or
      before the delivery).
   5  selective routing: event messages per delivery with and without ``selective``
-     (flooding and pbcast, HyParView, N = 1000, 4 topics x 12 filtered subscriptions).
-     Reported with the delivery ratio: a guided copy stops where the interest path ends,
-     and interests are known only ``radius`` (3) hops from their subscriber.
+     (flooding and pbcast, HyParView, N = 1000, 4 topics x 12 filtered subscriptions),
+     with the delivery ratio to interested nodes. Adverts are distance vectors toward
+     subscribers over ``radius`` (8, the hop limit) hops; events follow shortest paths
+     to the subscribers that may match, pbcast's digests only along those routes.
   6  HyParView peer sampling: half of N = 1000 nodes crash at once (every second one,
      after 20 s; a send to a crashed node fails after 0.5 s); rounds until the
      survivors' active views form one connected component again, and until no survivor
@@ -37,7 +38,9 @@ Experiments (``--only 1,2,...`` runs some of them):
 Network: the simulator's default delays (5 ms + up to 141 ms), far below the 1 s round.
 Every run goes one after another in this one process. The full run took 8 minutes on
 a shared 2-core machine (experiment 1: 3.6 minutes, 2: 0.9, 3: 1.5, 4: 0.5, 5: 1.3,
-6: 0.25).
+6: 0.25) before selective routing's distance-vector adverts; experiment 5 alone now
+takes 5.5 minutes (``--only 5``; the selective flooding run, whose adverts cascade over
+8 hops while 48 subscriptions start, 1.5 to 3 minutes of it).
 ``--quick`` shrinks every experiment (N = 200 for 1, 2 and 6, N = 150 for 3 to 5, 2
 events per k, 10 events, one seed) for a smoke run of about 30 s.
 Traces go to a temporary directory (in /dev/shm when there is one) and are removed.
