@@ -245,16 +245,19 @@ class Dissemination:
             return
         self.deliver_to(sub, handled)
 
-    def deliver_to(self, sub: Subscription, handled: HandledEvent) -> None:
-        """Hand one event to a local subscription, unless it had it (or a later one)."""
+    def deliver_to(self, sub: Subscription, handled: HandledEvent, replay: bool = False) -> None:
+        """Hand one event to a local subscription, unless it had it (or a later one).
+        ``replay``: an event the subscription asked the root for (its record says so:
+        it may predate the subscription, and is then no false delivery)."""
         s = self.s
         body = handled.body
         if body.seq is not None:
             if body.seq <= sub.last_seq:
                 return
             sub.last_seq = body.seq
+        extra = {"replay": True} if replay else {}
         s.trace("deliver", topic=body.topic, msg_id=body.msg_id, sub=sub.sub_id,
-                hop=handled.hop, seq=body.seq, dup=False)
+                hop=handled.hop, seq=body.seq, dup=False, **extra)
         s.host.deliver_local(sub.sub_id, DeliveredEvent(
             body.topic, body.msg_id, body.seq, body.attrs, body.payload, body.publisher,
             body.ts, handled.hop))

@@ -95,7 +95,7 @@ class Replays:
         queued = sub.replay_queue or []
         sub.replay_queue = None
         for body in events:
-            self.dissemination.deliver_to(sub, HandledEvent(body, hop))
+            self.dissemination.deliver_to(sub, HandledEvent(body, hop), replay=True)
         for handled in sorted(queued, key=lambda h: h.body.seq or 0):
             self.dissemination.deliver_to(sub, handled)
 

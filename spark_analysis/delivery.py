@@ -9,7 +9,10 @@ Reading of TRACES.md used here (one deliver record is counted once at most):
   key exists, or when it says ``dup: true``; so a key's duplicates are
   ``(records - 1) + (1 if its first record says dup)``. The key still counts as
   delivered: the subscription got the event either way.
-- a delivery's latency and hop are those of its first record.
+- a delivery's latency and hop are those of its first record;
+- a delivery that was not expected but whose first record says ``replay: true`` (an
+  event the subscription asked the topic's root for, maybe published before it
+  began) is *replayed*, not false.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ def delivery_keys(records: DataFrame) -> DataFrame:
         F.col("sub").isNotNull() & F.col("msg_id").isNotNull()
     )
     grouped = delivers.groupBy(*KEY).agg(
-        F.min_by(F.struct("topic", "ts", "hop", "dup"), order_key()).alias("first"),
+        F.min_by(F.struct("topic", "ts", "hop", "dup", "replay"), order_key()).alias("first"),
         F.count(F.lit(1)).alias("records"),
     )
     first_dup = F.coalesce(F.col("first.dup"), F.lit(False)).cast("long")
@@ -39,6 +42,7 @@ def delivery_keys(records: DataFrame) -> DataFrame:
         F.col("first.topic").alias("topic"),
         F.col("first.ts").alias("first_ts"),
         F.col("first.hop").alias("first_hop"),
+        F.coalesce(F.col("first.replay"), F.lit(False)).alias("replay"),
         (F.col("records") - 1 + first_dup).alias("duplicates"),
     )
 
@@ -46,10 +50,10 @@ def delivery_keys(records: DataFrame) -> DataFrame:
 def delivery_outcomes(expected: DataFrame, keys: DataFrame) -> DataFrame:
     """Every expected or actual delivery, one row per (node, sub, msg_id).
 
-    Columns: topic, msg_id, node, sub, expected, delivered, duplicates, hop,
-    latency_ms (first record's ts minus the publish ts, for expected deliveries that
-    happened). The topic is the event's for expected rows, the deliver record's for
-    false ones.
+    Columns: topic, msg_id, node, sub, expected, delivered, replayed (delivered by a
+    replay without being expected), duplicates, hop, latency_ms (first record's ts
+    minus the publish ts, for expected deliveries that happened). The topic is the
+    event's for expected rows, the deliver record's for false ones.
     """
     e = expected.select(*KEY, F.col("topic").alias("e_topic"), "pub_ts", F.lit(True).alias("_e"))
     k = keys.select(
@@ -57,6 +61,7 @@ def delivery_outcomes(expected: DataFrame, keys: DataFrame) -> DataFrame:
         F.col("topic").alias("k_topic"),
         "first_ts",
         "first_hop",
+        "replay",
         "duplicates",
         F.lit(True).alias("_k"),
     )
@@ -71,6 +76,7 @@ def delivery_outcomes(expected: DataFrame, keys: DataFrame) -> DataFrame:
         "sub",
         is_expected.alias("expected"),
         is_delivered.alias("delivered"),
+        (~is_expected & F.coalesce("replay", F.lit(False))).alias("replayed"),
         F.coalesce("duplicates", F.lit(0)).alias("duplicates"),
         F.when(is_delivered, F.col("first_hop")).alias("hop"),
         F.when(hit, (F.col("first_ts") - F.col("pub_ts")) * 1000.0).alias("latency_ms"),
@@ -78,13 +84,15 @@ def delivery_outcomes(expected: DataFrame, keys: DataFrame) -> DataFrame:
 
 
 def delivery_counts(outcomes: DataFrame) -> DataFrame:
-    """Per topic and overall: expected, delivered, false_deliveries, duplicates."""
+    """Per topic and overall: expected, delivered, false_deliveries, replayed,
+    duplicates."""
     return per_topic_and_overall(
         outcomes,
         [
             F.count_if("expected").alias("expected"),
             F.count_if(F.col("expected") & F.col("delivered")).alias("delivered"),
-            F.count_if(~F.col("expected")).alias("false_deliveries"),
+            F.count_if(~F.col("expected") & ~F.col("replayed")).alias("false_deliveries"),
+            F.count_if("replayed").alias("replayed"),
             F.sum("duplicates").alias("duplicates"),
         ],
     )

@@ -49,6 +49,9 @@ FIELDS: list[tuple[str, T.DataType]] = [
     ("hop", T.LongType()),
     ("dup", T.BooleanType()),
     ("kind", T.StringType()),
+    # Beyond TRACES.md: a ``deliver`` record of an event the subscription asked for
+    # (replay), which may predate the subscription.
+    ("replay", T.BooleanType()),
 ]
 
 REQUIRED = ("ts", "node", "ev")

@@ -162,6 +162,7 @@ def scope_summary(c: Collected, scope: Scope) -> dict[str, Any]:
         "tree_depth_max": depth["tree_depth_max"],
         "forwards_per_delivery": ratio(fwd, delivered),
         # Beyond the required keys:
+        "replayed": int(d.get("replayed") or 0),
         "latency_ms_p90": _percentile(c.latency, scope, 900),
         "latency_ms_max": _percentile(c.latency, scope, 1000),
         "forwards": fwd,

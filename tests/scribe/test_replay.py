@@ -40,6 +40,11 @@ def test_a_replaying_subscription_gets_the_replay_first_then_held_live_events() 
     assert delivered_seqs(host) == [2, 4, 6]  # 6 came both ways: once
     app.on_direct(0.5, "n200", ev(7, prev=6))
     assert delivered_seqs(host) == [2, 4, 6, 7]
+    # The records say which deliveries the replay brought (they may predate the
+    # subscription: no false deliveries).
+    records = [(f["seq"], f.get("replay", False)) for kind, f in host.traces
+               if kind == "deliver"]
+    assert records == [(2, True), (4, True), (6, True), (7, False)]
 
 
 def test_an_unanswered_replay_is_asked_again_then_given_up() -> None:

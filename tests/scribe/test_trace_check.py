@@ -39,6 +39,10 @@ def make_traces(trace_dir: Path) -> None:
           (0.0, "subscribe", sub(1, "", "g")),
           (0.1, "tree", {"topic": "t", "parent": "aa", "role": "member"}),
           (1.4, "deliver", deliver(1)),
+          # Subscribed after m1 was published, and given it by a replay: not false.
+          (1.5, "subscribe", sub(5, "")),
+          (1.6, "deliver", {**deliver(5), "replay": True}),
+          (1.7, "unsubscribe", {"topic": "t", "sub": 5, "reason": "client"}),
           (2.0, "tree_leave", {"topic": "t"}))
     write(trace_dir, "cc",
           (0.1, "tree", {"topic": "t", "parent": None, "role": "root"}),
@@ -54,13 +58,13 @@ def test_delivery_figures_follow_the_definitions(tmp_path: Path) -> None:
     first = check.delivery(before=2.0)
     assert first == {"events": 1, "expected": 1, "delivered": 1, "group_services": 1,
                      "groups_served": 1, "delivery_ratio": 1.0, "false_deliveries": 1,
-                     "duplicates": 1, "group_extra": 1}
+                     "duplicates": 1, "group_extra": 1, "replayed": 1}
     # m2 matches sub 1 and sub 2 of aa and the group; nothing was delivered.
     second = check.delivery(after=2.0)
     assert (second["expected"], second["group_services"], second["delivery_ratio"]) == (
         2, 1, 0.0)
-    assert check.cost(before=2.0) == {"forwards": 1, "deliveries": 4,
-                                      "forwards_per_delivery": 0.25}
+    assert check.cost(before=2.0) == {"forwards": 1, "deliveries": 5,
+                                      "forwards_per_delivery": 0.2}
 
 
 def test_trees_take_each_nodes_latest_record_and_count_detached_members(tmp_path: Path) -> None:

@@ -40,9 +40,10 @@ def pub(ts: float, node: str, mid: str, attrs: str = "{}") -> dict[str, object]:
 
 
 def dlv(
-    ts: float, node: str, sid: int, mid: str, dup: bool = False, hop: int = 1
+    ts: float, node: str, sid: int, mid: str, dup: bool = False, hop: int = 1,
+    replay: bool | None = None,
 ) -> dict[str, object]:
-    return {
+    record: dict[str, object] = {
         "ts": ts,
         "node": node,
         "ev": "deliver",
@@ -52,6 +53,9 @@ def dlv(
         "hop": hop,
         "dup": dup,
     }
+    if replay is not None:
+        record["replay"] = replay
+    return record
 
 
 def test_active_subscriptions_at_publish_time(spark: SparkSession) -> None:
@@ -88,6 +92,7 @@ def test_outcomes_duplicates_and_false_deliveries(spark: SparkSession) -> None:
             dlv(2.8, "a", 1, "m1"),  # repeated without the flag: still a duplicate
             dlv(2.2, "b", 1, "m1", dup=True, hop=3),  # only record says dup: delivered + dup
             dlv(2.4, "z", 9, "m1"),  # nobody expected z: false
+            dlv(2.6, "y", 8, "m1", replay=True),  # not expected, but asked for: replayed
             # c never gets m1: missing
         ],
     )
@@ -101,14 +106,16 @@ def test_outcomes_duplicates_and_false_deliveries(spark: SparkSession) -> None:
             ("a", 1, True, True, 2, 1),
             ("b", 1, True, True, 1, 3),
             ("c", 1, True, False, 0, None),
+            ("y", 8, False, True, 0, 1),
             ("z", 9, False, True, 0, 1),
         ],
     )
     lat = {r["node"]: r["latency_ms"] for r in outcomes.collect()}
     assert lat["a"] == pytest.approx(500.0) and lat["b"] == pytest.approx(200.0)
-    assert lat["c"] is None and lat["z"] is None
+    assert lat["c"] is None and lat["z"] is None and lat["y"] is None
     counts = rows_by_scope(delivery.delivery_counts(outcomes))[None][0]
-    assert counts == {"expected": 3, "delivered": 2, "false_deliveries": 1, "duplicates": 3}
+    assert counts == {"expected": 3, "delivered": 2, "false_deliveries": 1, "replayed": 1,
+                      "duplicates": 3}
     shares = rows_by_scope(delivery.reach_shares(delivery.per_event(outcomes)))["t"][0]
     # 2 of 3 delivered: neither over 90% nor under 10%
     assert shares == {"events_with_receivers": 1, "events_over_90": 0, "events_under_10": 0}

@@ -10,7 +10,9 @@ count itself. Two readings go beyond TRACES.md, both marked where they apply:
   such a member is expected (one "group service"); a delivery to a second member of
   the group is a ``group_extra``, counted apart from false deliveries;
 - ``live_only``: a subscription also ends at its node's ``node_down`` (TRACES.md counts
-  a crashed node's subscriptions as expected receivers that were missed).
+  a crashed node's subscriptions as expected receivers that were missed);
+- a ``deliver`` record with ``replay: true`` (an event the subscription asked the root
+  for) that was not expected is a ``replayed`` delivery, not a false one.
 """
 
 from __future__ import annotations
@@ -124,7 +126,7 @@ class TraceCheck:
                     group_services.add((msg_id, sub.group))
         seen: set[tuple[str, int, str]] = set()
         served: set[tuple[str, str]] = set()
-        got = false = duplicates = group_extra = 0
+        got = false = duplicates = group_extra = replayed = 0
         for record in self.by_ev["deliver"]:
             msg_id = record["msg_id"]
             if msg_id not in pubs:
@@ -137,6 +139,8 @@ class TraceCheck:
             group = members.get((msg_id, record["node"], record["sub"]))
             if key in expected:
                 got += 1
+            elif record.get("replay"):
+                replayed += 1
             elif group is None:
                 false += 1
             elif (msg_id, group) in served:
@@ -152,6 +156,7 @@ class TraceCheck:
             "groups_served": len(served),
             "delivery_ratio": round((got + len(served)) / wanted, 6) if wanted else None,
             "false_deliveries": false,
+            "replayed": replayed,
             "duplicates": duplicates,
             "group_extra": group_extra,
         }
