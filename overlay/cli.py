@@ -17,7 +17,7 @@ from overlay.core.errors import OverlayError
 
 #: Subcommands, in the order ``--help`` lists them.
 COMMANDS = ["pub", "sub", "status", "ring", "tree", "analyze", "keygen", "sim", "daemon",
-            "cluster", "lab"]
+            "cluster", "lab", "deploy"]
 
 #: Subcommands that parse their own arguments (module with ``run_argv``).
 PASSTHROUGH = {"analyze": "analyze"}

@@ -83,12 +83,21 @@ def _status(cluster: Any, inventory: Any, as_json: bool) -> int:
     for node in inventory.nodes:
         status = cluster.node_status(node) if cluster.pid_alive(node.pid) else None
         down += status is None
-        if as_json:
-            print(json.dumps({"name": node.name, "pid": node.pid, "status": status}))
-        elif status is None:
-            print(f"{node.name}  {node.node}  DOWN")
-        else:
-            succ = (status.get("successor") or {}).get("node")
-            print(f"{node.name}  {node.node}  ready={status.get('ready')}  succ={succ}  "
-                  f"topics={len(status.get('topics') or {})}")
+        print_status({"name": node.name, "pid": node.pid}, f"{node.name}  {node.node}",
+                     status, as_json, successor="node")
     return 1 if down else 0
+
+
+def print_status(facts: dict[str, Any], label: str, status: dict[str, Any] | None,
+                 as_json: bool, successor: str = "address") -> None:
+    """One daemon's line of a status listing (``overlay cluster|lab|deploy status``):
+    ``facts`` and its API status as one JSON object, or ``label`` then DOWN, or whether
+    it is ready, its successor (node id or address) and how many topics it is in."""
+    if as_json:
+        print(json.dumps({**facts, "status": status}))
+    elif status is None:
+        print(f"{label}  DOWN")
+    else:
+        succ = (status.get("successor") or {}).get(successor)
+        print(f"{label}  ready={status.get('ready')}  succ={succ}  "
+              f"topics={len(status.get('topics') or {})}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -100,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _status(lab: Any, inventory: Any, as_json: bool) -> int:
+    from overlay.commands.cluster import print_status
+
     answers = lab.statuses(inventory)
     problem = lab.ring_problem(inventory, answers)
     cut = inventory.partition
@@ -108,15 +109,9 @@ def _status(lab: Any, inventory: Any, as_json: bool) -> int:
               f"delay {inventory.delay_ms:g} ms, partition "
               + (" | ".join(",".join(map(str, g)) for g in cut) if cut else "none"))
     for host, node, status in zip(inventory.hosts, inventory.nodes, answers, strict=False):
-        if as_json:
-            print(json.dumps({"host": host.index, "netns": host.netns, "name": node.name,
-                              "pid": node.pid, "status": status}))
-        elif status is None:
-            print(f"{node.name}  {host.netns}  {node.address}  DOWN")
-        else:
-            succ = (status.get("successor") or {}).get("address")
-            print(f"{node.name}  {host.netns}  {node.address}  ready={status.get('ready')}  "
-                  f"succ={succ}  topics={len(status.get('topics') or {})}")
+        print_status({"host": host.index, "netns": host.netns, "name": node.name,
+                      "pid": node.pid}, f"{node.name}  {host.netns}  {node.address}", status,
+                     as_json)
     if not as_json:
         print("ring: one ring of every host" if problem is None else f"ring: {problem}")
     return 1 if any(status is None for status in answers) else 0
