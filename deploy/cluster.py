@@ -196,6 +196,20 @@ def all_ready(inventory: Inventory) -> bool:
     return True
 
 
+def ring_problem(nodes: list[NodeEntry], answers: list[dict[str, Any] | None]) -> str | None:
+    """None when every node's successor (in ``answers``, their API statuses in the same
+    order) is the next one on the ring of all of them, else what is wrong."""
+    order = sorted(nodes, key=lambda node: int(node.node, 16))
+    expected = {node.node: order[(i + 1) % len(order)].node for i, node in enumerate(order)}
+    for node, status in zip(nodes, answers, strict=True):
+        if status is None or not status.get("ready"):
+            return f"{node.name} is not ready"
+        successor = (status.get("successor") or {}).get("node")
+        if successor != expected[node.node]:
+            return f"{node.name}'s successor is {successor}, not {expected[node.node]}"
+    return None
+
+
 def down(inventory: Inventory, grace: float = 10.0) -> dict[str, str]:
     """SIGTERM every daemon, then SIGKILL whatever is still running after ``grace``."""
     outcome: dict[str, str] = {}

@@ -159,15 +159,7 @@ def ring_problem(lab: LabInventory, answers: list[dict[str, Any] | None] | None 
     answers = statuses(lab) if answers is None else answers
     if len(answers) != len(lab.hosts):
         return f"{len(answers)} of {len(lab.hosts)} daemons started"
-    order = sorted(lab.nodes, key=lambda node: int(node.node, 16))
-    expected = {node.node: order[(i + 1) % len(order)].node for i, node in enumerate(order)}
-    for node, status in zip(lab.nodes, answers, strict=True):
-        if status is None or not status.get("ready"):
-            return f"{node.name} is not ready"
-        successor = (status.get("successor") or {}).get("node")
-        if successor != expected[node.node]:
-            return f"{node.name}'s successor is {successor}, not {expected[node.node]}"
-    return None
+    return cluster.ring_problem(lab.nodes, answers)
 
 
 def down(lab: LabInventory, grace: float = 15.0) -> dict[str, str]:
