@@ -224,7 +224,10 @@ class Dissemination:
             edge.last_sent = now
             prev = None
             if plain:  # plain copies chain along the edge (see scribe.ordering)
-                prev, edge.vouched = edge.vouched, body.seq
+                prev = edge.vouched
+                if edge.start is None and body.seq is not None:
+                    edge.start = body.seq - 1  # the child starts just before its first copy
+                edge.vouch(body.seq)
                 if prev is not None and body.seq is not None and prev >= body.seq:
                     prev = None  # an older event handed down again: vouch for nothing
                     edge.vouched = None

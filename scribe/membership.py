@@ -243,7 +243,7 @@ class Membership:
             tree.stream.through = max(tree.stream.through or 0, join.through)
         s.add_child(now, tree, join.joiner, digest, join.version)
         through = tree.stream.through
-        tree.children[join.joiner.id].vouched = through
+        tree.children[join.joiner.id].vouch(through)
         s.send(join.joiner, JoinAck(tree.topic, s.me, tree.path, through))
 
     # -- answers from parents and children -------------------------------------------------------

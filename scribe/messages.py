@@ -360,12 +360,15 @@ class Event(Message):
 class Pull(_TopicMessage):
     """``child`` has handled the stream up to ``after``: send what it lacks since. Sent
     to the parent, or (with ``digest``: what the child's subtree wants) routed to the
-    topic's key, for the root to answer from its retention."""
+    topic's key, for the root to answer from its retention. ``fresh``: the child has no
+    position yet (it missed the one it was told, and the copies after it): the parent
+    answers from where the child was to start on their edge, ignoring ``after``."""
 
     topic: str
     child: NodeRef
     after: int
     digest: DigestWire | None = None
+    fresh: bool = False
 
     def __post_init__(self) -> None:
         _TopicMessage.__post_init__(self)

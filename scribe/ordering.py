@@ -104,12 +104,17 @@ class Ordering:
         st = tree.stream
         seq = ev.body.seq
         assert seq is not None
-        if st.through is None:  # the first copy tells where to start
-            start(st, ev.prev if ev.prev is not None else seq - 1)
-            if ev.prev is None:
+        if st.through is None:
+            if ev.prev is None:  # the first copy on the edge: start just before it
+                start(st, seq - 1)
                 self._handle(now, tree, ev)
                 self.drain(now, tree)
                 return
+            # The parent vouches for copies before this one, from a start this node
+            # never heard of (lost with them): ask where it was, and what came since.
+            st.held[seq] = ev
+            self.ask_start(now, tree)
+            return
         if self.seen(tree, seq):
             if ev.groups:  # handled here already, but its anycast duty is new
                 self.handle(now, tree, replace(ev, plain=False))
@@ -153,6 +158,9 @@ class Ordering:
         if through is None or st.catch_up_after is not None:
             return
         if st.through is None:
+            if prev is not None:  # copies were sent before this heartbeat: see on_event
+                self.ask_start(now, tree)
+                return
             start(st, through)
             for edge in list(tree.children.values()):
                 self.s.heartbeat(now, tree, edge)  # tell the children where to start
@@ -204,6 +212,20 @@ class Ordering:
 
     # -- pulling ----------------------------------------------------------------------------------
 
+    def ask_start(self, now: float, tree: TopicTree) -> None:
+        """This node has no position, and its parent sent it copies from one it never
+        heard: ask the parent (a ``fresh`` pull), at most once per heartbeat interval."""
+        s = self.s
+        st = tree.stream
+        if tree.parent is None or (st.pull_sent is not None
+                                   and now - st.pull_sent < s.config.heartbeat_interval):
+            return
+        s.trace("repair", topic=tree.topic, msg_id=None, **{"from": s.hex(tree.parent.id)},
+                kind="gap")
+        s.send(tree.parent, Pull(tree.topic, s.me, 0, fresh=True))
+        st.pull_sent = now
+        s.wake(now)
+
     def pull(self, now: float, tree: TopicTree, need: int | None = None) -> None:
         """Ask the parent for what follows this node's position (or ``need``, for a
         child's pull this node's log cannot answer), at most once per heartbeat interval."""
@@ -239,7 +261,10 @@ class Ordering:
                     st.pull_sent is None or now - st.pull_sent >= 2 * interval):
                 self._catch_up_pull(now, tree)
             return
-        if st.held or st.waiting:
+        if st.through is None:
+            if st.held:
+                self.ask_start(now, tree)
+        elif st.held or st.waiting:
             self.pull(now, tree)
 
     def on_fill(self, now: float, fill: Fill) -> None:
@@ -321,6 +346,11 @@ class Ordering:
         if tree is None or edge is None:
             return
         st = tree.stream
+        if pull.fresh:  # from where the child was to start (see ask_start)
+            start_at = edge.start if edge.start is not None else st.through
+            if start_at is None:
+                return  # nothing was sent down this edge yet
+            pull = replace(pull, after=start_at, fresh=False)
         log = self.log_of(tree)
         if st.through is None or (log.complete_from > pull.after + 1 and pull.after < st.through
                                   and not tree.is_root):

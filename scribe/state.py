@@ -122,7 +122,7 @@ class ScribeState:
         self.send(edge.ref, Heartbeat(tree.topic, self.me, tree.path, edge.version,
                                       edge.vouched, through, tree.is_root or tree.settled))
         if through is not None:
-            edge.vouched = through  # everything up to it handled: the child needs no more
+            edge.vouch(through)  # everything up to it handled: the child needs no more
 
     def forget_tree(self, tree: TopicTree) -> None:
         del self.trees[tree.topic]

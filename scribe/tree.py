@@ -40,6 +40,15 @@ class ChildEdge:
     #: Every event up to this seq that the child needs was sent to it on this edge
     #: (None: nothing vouched for yet). Carried as ``prev`` by the next event.
     vouched: int | None = None
+    #: The position the child was first told to start from on this edge (the first
+    #: vouch: a JOIN acknowledgement's or heartbeat's ``through``, or just before the
+    #: first copy); what a child that missed it is answered from (``Pull.fresh``).
+    start: int | None = None
+
+    def vouch(self, seq: int | None) -> None:
+        self.vouched = seq
+        if self.start is None and seq is not None:
+            self.start = seq
 
     def set_digest(self, digest: Digest, version: int) -> None:
         """Take the child's digest unless a newer one already came (JOINs are routed and

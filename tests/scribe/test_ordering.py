@@ -269,3 +269,32 @@ def test_a_long_time_owner_numbers_a_new_topic_at_once() -> None:
     app.deliver(15.0, MID, Publish(EventBody(TOPIC, "aa", None, {}, b"", "0001", 15.0),
                                    ref(500)), 1)
     assert [m.seq for _, m in host.sent_of(PublishAck)] == [1]
+
+
+def test_a_member_that_missed_its_start_and_first_copy_asks_where_to_start() -> None:
+    app, host = make(101, config=CONFIG)
+    app.subscribe(0.0, TOPIC, "", 1)
+    # Adopted by a forwarder that had no position itself yet; the heartbeat telling the
+    # start (0) and the copy of 1 are lost: the copy of 2 vouches for 1.
+    app.on_direct(0.1, "n200", JoinAck(TOPIC, ref(200), (300, 200), None))
+    host.clear()
+    app.on_direct(1.0, "n200", ev(2, prev=1))
+    assert delivered_seqs(host) == []
+    assert host.sent_of(Pull) == [("n200", Pull(TOPIC, ref(101), 0, fresh=True))]
+    app.on_direct(1.1, "n200", Fill(TOPIC, ref(200), 0, 2, (ev(1, None).body,
+                                                           ev(2, None).body)))
+    assert delivered_seqs(host) == [1, 2]
+
+
+def test_a_parent_answers_a_fresh_pull_from_where_the_child_was_to_start() -> None:
+    app, host = make(200, root=True, config=ScribeConfig(replicas=0))
+    app.publish(0.5, TOPIC, {}, msg_id="a0")  # numbered before 101 joined: not its
+    app.deliver(1.0, MID, join(101, ""), 1)
+    assert host.sent_of(JoinAck)[0][1].through == 1
+    for msg_id in ("a1", "a2"):
+        app.publish(2.0, TOPIC, {}, msg_id=msg_id)
+    host.clear()
+    app.on_direct(3.0, "n101", Pull(TOPIC, ref(101), 0, fresh=True))
+    [(dest, fill)] = host.sent_of(Fill)
+    assert (dest, fill.after, fill.through) == ("n101", 1, 3)
+    assert [b.seq for b in fill.events] == [2, 3]

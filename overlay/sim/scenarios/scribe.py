@@ -6,7 +6,9 @@ scenario's :data:`~overlay.sim.scenarios.flood.FILTER_MIX` (which includes empty
 filters) and, for a share ``groups`` of them, an anycast group ``g0``..``g{n-1}``; after
 ``settle`` seconds P events are published from random live nodes at random times
 until ``drain`` seconds before the end, with random attributes. Optionally a share of
-the nodes (among them the roots of some topics) crashes at ``crash_at``.
+the nodes (among them the roots of some topics) crashes at ``crash_at``. The run goes
+on past its planned end while nodes are still delivering what was published (waiting
+for acknowledgements, repairing gaps), until ``drain`` seconds after (see ``_drain``).
 
 Every figure of the summary comes from the trace files, read by
 :mod:`overlay.sim.scenarios.trace_check`, not from counters of the protocol code.
@@ -18,7 +20,7 @@ import math
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -155,7 +157,8 @@ def run_scribe(scenario: ScribeScenario, ring: Ring, trace_dir: Path | None = No
     nodes = ring.build(sim, scenario.nodes, lambda host: ScribeApp(host, config))
     timeline = _Timeline.of(scenario, ring.ready_at)
     crashed = _schedule(sim, scenario, ring, nodes, timeline)
-    sim.run(until=timeline.end)
+    sim.run(until=timeline.publish_until)
+    timeline = _drain(sim, nodes, timeline, config, scenario.drain)
     for node in nodes:
         if sim.alive(node.address):
             sim.invoke(node.address, lambda core, now: core.trace("node_down", reason="stop"))
@@ -164,6 +167,37 @@ def run_scribe(scenario: ScribeScenario, ring: Ring, trace_dir: Path | None = No
     summary.update(messages=sim.stats.messages_sent, sim_events=sim.stats.events,
                    wall_s=round(time.perf_counter() - started, 3))
     return summary
+
+
+def _drain(sim: Simulator, nodes: list[RingNode], timeline: _Timeline, config: ScribeConfig,
+           drain: float) -> _Timeline:
+    """Run from the end of publishing until ``drain`` seconds after the last moment some
+    live node was still busy delivering what was published: a reliable publish waiting
+    for its acknowledgement (a publisher retrying through loss), copies held behind a
+    gap, a catch-up after re-joining, a member without a parent; at least until the
+    planned end, at most until the publishers would have given up. A run that stopped
+    at the planned end would cut off repairs of events the reliability check rightly
+    expects."""
+    step = config.heartbeat_interval
+    give_up_by = timeline.publish_until + config.publish_give_up + step
+    now, end = timeline.publish_until, timeline.end
+    while now < end:
+        now = min(now + step, end)
+        sim.run(until=now)
+        if now < give_up_by and any(sim.alive(node.address) and _busy(node.app)
+                                    for node in nodes):
+            end = max(end, now + drain)
+    return replace(timeline, end=end)
+
+
+def _busy(app: ScribeApp) -> bool:
+    if app.publishing.unacked:
+        return True
+    for tree in app.state.trees.values():
+        st = tree.stream
+        if st.held or st.catch_up_after is not None or not tree.attached:
+            return True
+    return False
 
 
 @dataclass(frozen=True)
