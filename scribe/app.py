@@ -11,7 +11,8 @@ expiry passed and it ended; ``subscribed`` (``topic``, ``sub``) when a new subsc
 is in effect: this node is the topic's root, or every edge from the root down to it
 holds a digest that includes the subscription (``TopicTree.settled``), so each matching
 event the root numbers from then on reaches it. (Before that, an event may be pruned
-upstream by a digest that does not include it yet.)
+upstream by a digest that does not include it yet.) A ``subscribed`` trace record
+(``topic``, ``sub``; beyond TRACES.md) marks that moment.
 """
 
 from __future__ import annotations
@@ -188,6 +189,7 @@ class ScribeApp:
             if tree is None or not (tree.is_root or (tree.parent is not None and tree.settled)):
                 continue
             for sub_id in sorted(self._settling.pop(topic)):
+                s.trace("subscribed", topic=topic, sub=sub_id)
                 s.host.notice("subscribed", topic=topic, sub=sub_id)
 
     def status(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ def test_a_subscription_at_the_root_is_in_effect_at_once() -> None:
     app, host = make(200, root=True, config=CONFIG)
     app.subscribe(0.0, TOPIC, "x > 1", 7)
     assert subscribed(host) == [7]
+    assert ("subscribed", {"topic": TOPIC, "sub": 7}) in host.traces
 
 
 def test_a_members_subscription_is_in_effect_once_its_digest_reached_the_root() -> None:

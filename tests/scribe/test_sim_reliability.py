@@ -22,6 +22,7 @@ def test_no_acknowledged_event_is_lost_repeated_or_reordered(tmp_path: Path, see
     assert summary["crashed"] == 36
     assert reliability["acknowledged"] >= 295 and reliability["expected"] > 2000
     assert reliability["lost"] == reliability["duplicated"] == reliability["out_of_order"] == 0
+    assert reliability["never_in_effect"] == 0
 
 
 def test_unreliable_publishes_skip_acknowledgement_and_copies(tmp_path: Path) -> None:

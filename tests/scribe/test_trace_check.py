@@ -84,3 +84,22 @@ def test_live_only_ends_subscriptions_at_node_down(tmp_path: Path) -> None:
     assert TraceCheck(tmp_path).delivery(after=2.0)["expected"] == 2
     live = TraceCheck(tmp_path, live_only=True).delivery(after=2.0)
     assert (live["expected"], live["group_services"]) == (0, 1)  # bb's member remains
+
+
+def test_reliability_expects_events_published_once_a_subscription_is_in_effect(
+        tmp_path: Path) -> None:
+    write(tmp_path, "aa",
+          (0.0, "subscribe", sub(1, "")),
+          (1.5, "subscribed", {"topic": "t", "sub": 1}),
+          (0.0, "subscribe", sub(2, "")),  # never in effect: expects nothing
+          (2.5, "deliver", {**deliver(1, "m2"), "seq": 2}))
+    write(tmp_path, "cc",
+          (1.0, "publish", {"topic": "t", "msg_id": "m1", "attrs": {}, "size": 0}),
+          (1.1, "publish_ack", {"topic": "t", "msg_id": "m1", "seq": 1}),
+          (2.0, "publish", {"topic": "t", "msg_id": "m2", "attrs": {}, "size": 0}),
+          (2.1, "publish_ack", {"topic": "t", "msg_id": "m2", "seq": 2}),
+          (3.0, "publish", {"topic": "t", "msg_id": "m3", "attrs": {}, "size": 0}),
+          (3.1, "publish_ack", {"topic": "t", "msg_id": "m3", "seq": 3}))
+    assert TraceCheck(tmp_path).reliability() == {
+        "published": 3, "acknowledged": 3, "expected": 2, "lost": 1, "duplicated": 0,
+        "out_of_order": 0, "never_in_effect": 1}

@@ -167,6 +167,11 @@ class TraceCheck:
         was published, matches it, and sits on a node that did not crash; exactly once,
         and in seq order per subscription.
 
+        A subscription is active from its ``subscribed`` record on (Scribe writes it when
+        the subscription is in effect, which is when the API answers the subscribe: the
+        tree carries its filter from the root down); one that never got there is
+        counted in ``never_in_effect`` and expects nothing.
+
         ``lost``: such (subscription, event) pairs with no delivery; ``duplicated``: pairs
         delivered more than once; ``out_of_order``: deliveries to a subscription whose seq
         is not above the one delivered to it before (over all events).
@@ -175,11 +180,17 @@ class TraceCheck:
         acked = {r["msg_id"] for r in self.by_ev["publish_ack"]}
         published = self.publishes()
         pubs = {p["msg_id"]: p for p in published if p["msg_id"] in acked}
+        in_effect: dict[tuple[str, int], float] = {}
+        for record in self.by_ev["subscribed"]:
+            in_effect.setdefault((record["node"], record["sub"]), record["ts"])
+        never = sum(1 for subs in self.subs.values() for sub in subs if sub.group is None
+                    and sub.node not in crashed and (sub.node, sub.sub) not in in_effect)
         expected: set[tuple[str, int, str]] = set()
         for msg_id, pub in pubs.items():
             for sub in self.subs.get(pub["topic"], ()):
+                since = in_effect.get((sub.node, sub.sub), math.inf)
                 if sub.group is None and sub.node not in crashed and sub.filter is not None \
-                        and sub.start <= pub["ts"] and sub.filter.matches(pub.get("attrs") or {}):
+                        and since <= pub["ts"] and sub.filter.matches(pub.get("attrs") or {}):
                     expected.add((sub.node, sub.sub, msg_id))
         counts: Counter[tuple[str, int, str]] = Counter()
         last_seq: dict[tuple[str, int], int] = {}
@@ -199,6 +210,7 @@ class TraceCheck:
             "lost": sum(1 for key in expected if counts[key] == 0),
             "duplicated": sum(1 for key in expected if counts[key] > 1),
             "out_of_order": out_of_order,
+            "never_in_effect": never,
         }
 
     # -- trees -----------------------------------------------------------------------------------
