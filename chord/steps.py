@@ -47,12 +47,12 @@ def next_step(node: ChordNode, key: int, avoid: Collection[str],
         return Step.SUCCESSOR, successor
     if as_owner:
         pred = node.pred
-        if pred is None:
-            # Nothing says otherwise (our predecessor failed or has not notified us
-            # yet), and the key is not after us: take the asker's word.
+        if pred is None or pred.addr in avoid:
+            # Nothing says otherwise (our predecessor failed, as the asker found, or has
+            # not notified us yet), and the key is not after us: take the asker's word.
+            # (Pointing elsewhere would send the lookup round the ring and back here.)
             return Step.OWNER, node.local
-        if pred.addr not in avoid and distance(key, local_id, size) < distance(local_id, key,
-                                                                                 size):
+        if distance(key, local_id, size) < distance(local_id, key, size):
             return Step.BEHIND, pred
     # The successor precedes the key, so some known node always does.
     return Step.CLOSER, node.routing_index().closest_preceding_node(key, avoid) or successor

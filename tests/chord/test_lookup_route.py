@@ -58,6 +58,18 @@ def test_a_lookup_routes_around_a_dead_node_by_asking_again() -> None:
     assert data["owner"] == E and data["hops"] == 4 and data["ok"]
 
 
+def test_an_owner_whose_predecessor_the_asker_found_dead_confirms_instead_of_pointing_on(
+        ) -> None:
+    # D does not know yet that its predecessor C failed; A's lookup found C dead.
+    d = in_ring(D, pred=C, successors=[E], knows=[E, A])
+    key = C.id  # C's key: D's after C failed
+    d.on_message(1.0, A.addr, FindSuccessor(1, key, (C.addr,), owner_check=True))
+    d.on_message(1.0, A.addr, FindSuccessor(2, key, (), owner_check=True))  # C alive
+    # Pointing at a closer preceding node instead would send the lookup round the
+    # ring and back to D.
+    assert sends(d.drain_effects()) == [(A.addr, Found(1, True, D)), (A.addr, Found(2, False, C))]
+
+
 def test_a_lookup_ends_failed_when_nobody_answers() -> None:
     a = in_ring(A, pred=None, successors=[B], rpc_timeout=1.0, rpc_attempts=1,
                 stabilize_interval=100.0)
