@@ -1,4 +1,4 @@
-"""Trace writer: structlog renders TRACES.md records as JSON lines into per-node files.
+"""Trace writer: TRACES.md records as JSON lines into per-node files.
 
 Each node writes ``<trace_dir>/<node-hex-id>.jsonl``. When the current file passes
 ``max_bytes`` it is closed and renamed to the next free ``.jsonl.N`` (N = 1, 2, ...),
@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
-
-import structlog
 
 DEFAULT_MAX_BYTES = 64 << 20
 DEFAULT_BUFFER_BYTES = 32 << 10
@@ -25,7 +25,8 @@ TRACE_VERSION = 1
 
 
 class RotatingJsonlFile:
-    """A structlog 'logger': takes rendered lines, buffers, appends and rotates by size."""
+    """Takes rendered lines, buffers, appends and rotates by size (its methods are those
+    of a structlog 'logger')."""
 
     def __init__(
         self,
@@ -93,24 +94,36 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _render(_logger: Any, _method: str, event_dict: dict[str, Any]) -> str:
-    # Field order is fixed (ts, node, ev, run, then the record's own fields in the order
-    # the core gave them) so that equal runs give byte-identical files.
-    record: dict[str, Any] = {
-        "ts": event_dict.pop("ts"),
-        "node": event_dict.pop("node"),
-        "ev": event_dict.pop("event"),
-    }
-    run = event_dict.pop("run", None)
-    if run is not None:
-        record["run"] = run
-    for key, value in event_dict.items():
-        record[key] = _finite(value)
-    return json.dumps(record, separators=(",", ":"), default=_json_default, allow_nan=False)
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=_json_default, allow_nan=False)
+#: The C encoder behind ``_ENCODER.encode``, made once instead of on every call (what
+#: ``json.dumps`` does); same output. None where the C accelerator is missing.
+_C_ENCODE: Callable[[Any, int], Any] | None = None if c_make_encoder is None else c_make_encoder(
+    None, _json_default, encode_basestring_ascii, None, ":", ",", False, False, False)
+
+
+def _encode(record: dict[str, Any]) -> str:
+    if _C_ENCODE is not None:
+        return "".join(_C_ENCODE(record, 0))
+    return _ENCODER.encode(record)
+
+
+def render(record: dict[str, Any]) -> str:
+    """One JSON line, no spaces, ASCII, in the record's own key order; NaN and infinite
+    top-level numbers become null (a nested one is refused: ValueError)."""
+    try:
+        return _encode(record)
+    except ValueError:  # a NaN or an infinity: rare, so checked only when it happens
+        return _encode({key: _finite(value) for key, value in record.items()})
 
 
 class NodeTracer:
-    """Writes one node's trace records through structlog."""
+    """Writes one node's trace records.
+
+    Field order is fixed (ts, node, ev, run, then the record's own fields in the order
+    the core gave them) so that equal runs give byte-identical files. Records are
+    rendered here, with no logging framework in between: a daemon writes several per
+    event, so this is on the publish path.
+    """
 
     def __init__(
         self,
@@ -125,18 +138,14 @@ class NodeTracer:
         self.node = node_hex
         self.run = run
         self.file = RotatingJsonlFile(directory / f"{node_hex}.jsonl", max_bytes, buffer_bytes)
-        self._log = structlog.wrap_logger(
-            self.file,
-            processors=[_render],
-            context_class=dict,
-            cache_logger_on_first_use=True,
-        )
 
     def write(self, ts: float, ev: str, fields: dict[str, Any]) -> None:
         if self.run is None:
-            self._log.info(ev, ts=ts, node=self.node, **fields)
+            record = {"ts": ts, "node": self.node, "ev": ev}
         else:
-            self._log.info(ev, ts=ts, node=self.node, run=self.run, **fields)
+            record = {"ts": ts, "node": self.node, "ev": ev, "run": self.run}
+        record.update(fields)
+        self.file.msg(render(record))
 
     def flush(self) -> None:
         self.file.flush()

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from overlay.core import Timers
 from overlay.core.tracing import NodeTracer
@@ -44,3 +45,21 @@ def test_tracer_buffers_until_flush(tmp_path: Path) -> None:
     tracer.close()
     last = json.loads((tmp_path / "01.jsonl").read_text().splitlines()[-1])
     assert last == {"ts": 2.0, "node": "01", "ev": "node_down", "reason": "stop", "bad": None}
+
+
+def test_tracer_renders_as_json_dumps_did(tmp_path: Path) -> None:
+    """The trace line format is fixed: the renderer's bytes are those of
+    ``json.dumps(record, separators=(",", ":"))`` (ASCII, repr floats), bytes as hex,
+    sets sorted, tuples as lists, key order kept."""
+    fields: dict[str, Any] = {
+        "topic": "caf\u00e9/\u2603 \"q\" \\ \n", "msg_id": "00ff", "attrs": {"b": 1.5, "a": True},
+        "raw": b"\x00\xfe", "kids": {"z", "a"}, "frozen": frozenset({3, 1}), "pair": (1, "x"),
+        "big": 1 << 70, "small": 1e-05, "neg": -0.0, "none": None, "nested": [{"k": [1.25e300]}],
+    }
+    tracer = NodeTracer(tmp_path, "0a", run="r1", buffer_bytes=1 << 20)
+    tracer.write(1732365000.123456, "publish", fields)
+    tracer.close()
+    line = (tmp_path / "0a.jsonl").read_text()
+    expected = {"ts": 1732365000.123456, "node": "0a", "ev": "publish", "run": "r1", **fields,
+                "raw": "00fe", "kids": ["a", "z"], "frozen": [1, 3], "pair": [1, "x"]}
+    assert line == json.dumps(expected, separators=(",", ":")) + "\n"
