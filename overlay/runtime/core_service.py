@@ -30,7 +30,7 @@ Readings of API.md chosen here:
 from __future__ import annotations
 
 import itertools
-import secrets
+import random
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -71,6 +71,9 @@ class CoreService:
         self._settling: dict[int, trio.Event] = {}
         self._sinks: dict[int, Sink] = {}
         self._handles = itertools.count(1)
+        #: Fresh msg_ids: 128 random bits, seeded from the OS (``secrets`` would read the
+        #: OS for every publish).
+        self._ids = random.Random()
         #: (topic, msg_id) -> the publishes waiting for its ``published`` notice.
         self._waiting: dict[tuple[str, str], list[trio.MemorySendChannel[int | None]]] = (
             defaultdict(list))
@@ -158,12 +161,20 @@ class CoreService:
         except self.unknown_sub_error:
             raise ApiError("unknown_sub", f"no subscription {sub}") from None
 
-    async def publish(self, request: Publish) -> PublishResult:
+    def publish_nowait(self, request: Publish) -> PublishResult | None:
+        if request.reliable:
+            return None
         self._require_ready()
-        msg_id = request.msg_id or secrets.token_hex(16)
-        if not request.reliable:
-            self._publish(request, msg_id)
-            return PublishResult(msg_id, None)
+        msg_id = request.msg_id or format(self._ids.getrandbits(128), "032x")
+        self._publish(request, msg_id)
+        return PublishResult(msg_id, None)
+
+    async def publish(self, request: Publish) -> PublishResult:
+        done = self.publish_nowait(request)
+        if done is not None:
+            return done
+        self._require_ready()
+        msg_id = request.msg_id or format(self._ids.getrandbits(128), "032x")
         key = (request.topic, msg_id)
         send, receive = trio.open_memory_channel[int | None](1)
         # Registered before the call: the notice may come during it (a root on this node).

@@ -50,9 +50,17 @@ class FakeService:
         del self.subs[sub]
         self.ended.append((sub, reason))
 
+    def publish_nowait(self, request: Publish) -> PublishResult | None:
+        if request.reliable or self.publish_gate is not None:
+            return None
+        return self._publish(request)
+
     async def publish(self, request: Publish) -> PublishResult:
         if self.publish_gate is not None:
             await self.publish_gate.wait()
+        return self._publish(request)
+
+    def _publish(self, request: Publish) -> PublishResult:
         if self.fail_publish:
             raise RuntimeError("boom")
         self.seq += 1

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from overlay.core.errors import FrameError
-from overlay.core.framing import FrameDecoder, decode_map, encode_frame
+from overlay.core.framing import FrameDecoder, MapDecoder, encode_frame
 from overlay.runtime.api.requests import (
     API_VERSION,
     BAD_FRAME,
@@ -105,7 +105,11 @@ class ApiConnection:
     # -- reading ----------------------------------------------------------------------
 
     async def _read_loop(self) -> None:
+        """Handle what each read brings, all of it before the next wait: most requests
+        are answered without a checkpoint, so their replies (and the pushes they cause)
+        leave in one write per connection per read."""
         decoder = FrameDecoder(self.config.max_frame)
+        decode = MapDecoder()
         try:
             while not self._closing:
                 data = await self.stream.receive_some(1 << 16)
@@ -114,7 +118,9 @@ class ApiConnection:
                     return
                 decoder.feed(data)
                 while not self._closing and (body := decoder.next_body()) is not None:
-                    await self._handle(decode_map(body))
+                    blocked = self._handle(decode(body))
+                    if blocked is not None:
+                        await self._publish_when_room(*blocked)
         except FrameError as exc:
             self.server.stats["bad_frames"] += 1
             self._close_with(ApiError(BAD_FRAME, str(exc)))
@@ -122,31 +128,33 @@ class ApiConnection:
             return
         await trio.sleep_forever()  # until the writer (or the close deadline) ends us
 
-    async def _handle(self, req: dict[str, Any]) -> None:
+    def _handle(self, req: dict[str, Any]) -> tuple[int, Publish] | None:
+        """Handle one request; a publish that must wait for room among the in-flight
+        publishes is returned instead (the reader waits, so the client is not read)."""
         self.server.stats["requests"] += 1
         rid = req.get("rid")
         if type(rid) is not int or rid < 0:
             self._reply_now(None, ApiError(BAD_REQUEST, "a request needs 'rid', an unsigned int"))
-            return
+            return None
         try:
             request = parse_request(req)
             if not self.greeted and not isinstance(request, Hello):
                 raise ApiError(BAD_REQUEST, "the first request on a connection must be hello")
             if isinstance(request, Publish):
-                await self._start_publish(rid, request)
-                return
+                return self._start_publish(rid, request)
             if isinstance(request, Subscribe):
                 self._start_subscribe(rid, request)
-                return
+                return None
             result = self._execute(request)
         except ApiError as exc:
             self._reply_now(rid, exc)
-            return
+            return None
         except Exception as exc:  # a bug of ours: the client gets 'internal', we go on
             log.exception("internal error handling %s", req.get("op"))
             self._reply_now(rid, ApiError(INTERNAL, f"internal error: {type(exc).__name__}"))
-            return
+            return None
         self._reply_now(rid, result)
+        return None
 
     def _execute(self, request: Any) -> dict[str, Any]:
         service = self.service
@@ -194,12 +202,28 @@ class ApiConnection:
             log.exception("internal error waiting for subscription %d", sub)
         self._fill(slot, rid, {"sub": sub})
 
-    async def _start_publish(self, rid: int, request: Publish) -> None:
+    def _start_publish(self, rid: int, request: Publish) -> tuple[int, Publish] | None:
         if not self.service.ready:
             raise ApiError(NOT_READY, "this node has not joined the overlay yet")
+        result = self.service.publish_nowait(request)
+        if result is not None:  # done already (unreliable): no task, no wait
+            self._reply_now(rid, {"msg_id": result.msg_id, "seq": result.seq})
+            return None
         slot = _ReplySlot()
-        # Bounded in-flight publishes: past the bound we stop reading this client.
+        try:
+            self._publishes.acquire_on_behalf_of_nowait(slot)
+        except trio.WouldBlock:
+            return rid, request
+        self._spawn_publish(rid, request, slot)
+        return None
+
+    async def _publish_when_room(self, rid: int, request: Publish) -> None:
+        """Bounded in-flight publishes: past the bound we stop reading this client."""
+        slot = _ReplySlot()
         await self._publishes.acquire_on_behalf_of(slot)
+        self._spawn_publish(rid, request, slot)
+
+    def _spawn_publish(self, rid: int, request: Publish, slot: _ReplySlot) -> None:
         self._replies.append(slot)
         assert self._nursery is not None
         self._nursery.start_soon(self._run_publish, rid, request, slot)

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from overlay.runtime.api.requests import AttrValue, Publish, Subscribe
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made for every event, and frozen costs on the way
 class Notification:
     """One event for one subscription (the ``notify`` push of API.md)."""
 
@@ -75,6 +75,12 @@ class PubSubService(Protocol):
 
     def unsubscribe(self, sub: int, reason: str) -> None:
         """End a subscription (reason: ``client`` or ``disconnect``)."""
+        ...
+
+    def publish_nowait(self, request: Publish) -> PublishResult | None:
+        """Publish at once when the reply need not wait for the overlay (an unreliable
+        publish): its result. None, having done nothing, when the request needs
+        :meth:`publish`. Raises ApiError like :meth:`publish`."""
         ...
 
     async def publish(self, request: Publish) -> PublishResult:

@@ -1,0 +1,93 @@
+"""The API server's hot path: a burst is handled per read, answered in batched writes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from overlay.core.framing import encode_frame
+from overlay.runtime.api import ApiConfig, ApiServer
+from tests.api.fake_service import FakeService
+from tests.api.test_api_server import raw
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[tuple[FakeService, ApiServer, Path]]:
+    service = FakeService()
+    path = tmp_path / "api.sock"
+    server = ApiServer(service, ApiConfig(socket_path=path, max_inflight_publishes=2))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        yield service, server, path
+        nursery.cancel_scope.cancel()
+
+
+def publishes(first_rid: int, n: int, reliable: bool) -> bytes:
+    return b"".join(encode_frame({"op": "publish", "topic": "t", "payload": b"x" * 100,
+                                  "reliable": reliable, "rid": first_rid + i})
+                    for i in range(n))
+
+
+async def test_a_burst_of_publishes_leaves_in_a_few_writes(served: Any,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    _, _, path = served
+    subscriber = await raw(path)
+    sub = (await subscriber.call(op="subscribe", topic="t", rid=1))["sub"]
+    publisher = await raw(path)
+    clients = {id(subscriber.stream), id(publisher.stream)}
+    writes: list[int] = []
+    send_all = trio.SocketStream.send_all
+
+    async def counted(self: trio.SocketStream, data: Any) -> None:
+        if id(self) not in clients:  # the server's side
+            writes.append(len(data))
+        await send_all(self, data)
+
+    monkeypatch.setattr(trio.SocketStream, "send_all", counted)
+    n = 100
+    await publisher.send(publishes(10, n, reliable=False))
+    replies = [await publisher.recv() for _ in range(n)]
+    pushes = [await subscriber.recv() for _ in range(n)]
+    assert [r["rid"] for r in replies] == list(range(10, 10 + n))
+    assert all(r["ok"] and r["seq"] is not None for r in replies)
+    assert [p["seq"] for p in pushes] == [r["seq"] for r in replies]
+    assert all(p["sub"] == sub for p in pushes)
+    # One write per connection per read of the burst (a few reads at most), not one
+    # per reply and one per push.
+    assert len(writes) <= 6, writes
+
+
+async def test_reliable_publishes_past_the_in_flight_bound_wait_in_order(served: Any) -> None:
+    service, _, path = served
+    conn = await raw(path)
+    service.publish_gate = trio.Event()
+    # Two may be in flight: the third waits for room, and the status behind it too.
+    await conn.send(publishes(1, 3, reliable=True) + encode_frame({"op": "status", "rid": 4}))
+    with trio.move_on_after(0.2):
+        early = await conn.recv()
+        pytest.fail(f"a reply came before the publishes were let through: {early}")
+    service.publish_gate.set()
+    replies = [await conn.recv() for _ in range(4)]
+    assert [r["rid"] for r in replies] == [1, 2, 3, 4]
+    assert [r["seq"] for r in replies[:3]] == [1, 2, 3] and all(r["ok"] for r in replies)
+
+
+async def test_unreliable_publishes_keep_their_place_behind_a_pending_one(served: Any) -> None:
+    service, _, path = served
+    conn = await raw(path)
+    gate = service.publish_gate = trio.Event()
+    await conn.send(publishes(1, 1, reliable=True))
+    await trio.sleep(0.05)
+    service.publish_gate = None  # the next ones are done at once, the first still waits
+    await conn.send(publishes(2, 2, reliable=False))
+    with trio.move_on_after(0.2):
+        early = await conn.recv()
+        pytest.fail(f"an unreliable publish's reply overtook the pending one: {early}")
+    gate.set()
+    replies = [await conn.recv() for _ in range(3)]
+    assert [r["rid"] for r in replies] == [1, 2, 3]
+    assert [r["seq"] for r in replies] == [3, 1, 2]  # numbered when each was done
