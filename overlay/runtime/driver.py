@@ -106,20 +106,28 @@ class CoreDriver:
         self.core.on_message(now, item.src, item.msg)
 
     def apply_effects(self) -> None:
-        for effect in self.core.drain_effects():
-            if isinstance(effect, Send):
-                try:
-                    self.transport.send(effect.dest, effect.msg)
-                except LocalProtocolError:
-                    log.exception("core asked to send an unsendable message")
-            elif isinstance(effect, Trace):
-                if self.tracer is not None:
-                    self.tracer.write(self.wallclock(), effect.ev, effect.fields)
-            elif isinstance(effect, Deliver):
-                if self.on_deliver is not None:
-                    self.on_deliver(effect)
-            elif isinstance(effect, Notice) and self.on_notice is not None:
-                self.on_notice(effect)
-        if self._wait_scope is not None:
+        effects = self.core.drain_effects()
+        if effects:
+            # One time stamp for the records of one core step: they happened at one ``now``.
+            tracer = self.tracer
+            ts = self.wallclock() if tracer is not None else 0.0
+            for effect in effects:
+                if isinstance(effect, Trace):  # the most frequent: several per event
+                    if tracer is not None:
+                        tracer.write(ts, effect.ev, effect.fields)
+                elif isinstance(effect, Send):
+                    try:
+                        self.transport.send(effect.dest, effect.msg)
+                    except LocalProtocolError:
+                        log.exception("core asked to send an unsendable message")
+                elif isinstance(effect, Deliver):
+                    if self.on_deliver is not None:
+                        self.on_deliver(effect)
+                elif isinstance(effect, Notice) and self.on_notice is not None:
+                    self.on_notice(effect)
+        scope = self._wait_scope
+        if scope is not None:
             deadline = self.core.next_deadline()
-            self._wait_scope.deadline = math.inf if deadline is None else deadline
+            deadline = math.inf if deadline is None else deadline
+            if deadline != scope.deadline:  # setting it costs, even to the same value
+                scope.deadline = deadline
