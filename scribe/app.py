@@ -57,6 +57,7 @@ from scribe.ordering import Ordering
 from scribe.publish import Publishing
 from scribe.repair import Repair
 from scribe.replay import Replays
+from scribe.root_pulls import RootPulls
 from scribe.state import TICK, ScribeState
 from scribe.subscriptions import Subscription, expiry_time
 
@@ -74,15 +75,16 @@ class ScribeApp:
         self.publishing = Publishing(self.state, self.membership, self.dissemination)
         retention = self.publishing.retention
         self.ordering = o = Ordering(self.state, self.dissemination.handle, retention.log,
-                                     self.dissemination.from_root, retention.released_through)
+                                     self.dissemination.from_root)
         self.dissemination.ordering = o
         self.membership.root_taken = o.on_root
         self.membership.joined = o.on_joined
         self.membership.numbering = self.publishing.on_claim
         self.membership.handing_over = retention.hand_over
         self.membership.taking_over = retention.adopt_events
+        self.root_pulls = RootPulls(self.state, retention.log, retention.released_through)
         self.repair = Repair(self.state, self.membership, self.dissemination, self.publishing,
-                             o)
+                             o, self.root_pulls)
         self.misrouted = Misrouted()
         #: Topic -> new subscriptions not in effect yet (see the ``subscribed`` notice).
         self._settling: dict[str, set[int]] = {}
@@ -106,7 +108,7 @@ class ScribeApp:
             ReplicaSync: retention.on_replica_sync,
             Pull: o.on_pull,
             Fill: o.on_fill,
-            Restore: o.on_restore,
+            Restore: self.root_pulls.on_restore,
             ReplayFill: self.replays.on_fill,
         }
 
@@ -242,7 +244,7 @@ class ScribeApp:
         elif isinstance(msg, RootHandover):
             self.membership.on_handover(now, msg)
         elif isinstance(msg, Pull):
-            self.ordering.on_root_pull(now, msg)
+            self.root_pulls.on_root_pull(now, msg)
         elif isinstance(msg, ReplayRequest):
             self.replays.at_root(now, msg)
 

@@ -23,10 +23,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from chord.kbr import NodeRef
-from scribe.messages import MAX_BATCH, Event, EventBody, Fill, Pull, ReplicaSync, Restore
+from scribe.messages import MAX_BATCH, Event, EventBody, Fill, Pull
 from scribe.state import ScribeState
 from scribe.stream import Retained, Stream
-from scribe.summaries import Digest
 from scribe.tree import ChildEdge, TopicTree
 
 #: Hands one event, in order, to dissemination (deliver locally, pass on).
@@ -65,12 +64,11 @@ def start(stream: Stream, through: int) -> None:
 
 class Ordering:
     def __init__(self, state: ScribeState, handle: Handle, root_log: RootLog,
-                 from_root: FromRoot, released: Released) -> None:
+                 from_root: FromRoot) -> None:
         self.s = state
         self.handle = handle
         self.root_log = root_log
         self.from_root = from_root
-        self.released = released
 
     def on_root(self, now: float, tree: TopicTree) -> None:
         """This node took the root role: send down, in order, what it holds (adopted from
@@ -386,68 +384,6 @@ class Ordering:
         s.send(edge.ref, Fill(tree.topic, s.me, after, through, tuple(events), gone_before))
         # Up to here the child has all it needs once it handled the fill (see module doc).
         edge.vouched = st.through
-
-
-    def on_root_pull(self, now: float, pull: Pull) -> None:
-        """A routed pull reached the topic's key: answer it from the retained events."""
-        s = self.s
-        topic = pull.topic
-        if topic in s.recovering:
-            # Gather first: the puller's position, and the events it holds that this
-            # root lacks (it may be the only survivor holding them); answer at the end.
-            held = s.held_pulls.setdefault(topic, {})
-            if pull.child.id not in held:
-                self._ask_restore(topic, pull.child, pull.after)
-            held[pull.child.id] = pull
-            s.note_seq(topic, pull.after)
-            return
-        if pull.after > s.seq.get(topic, 0) and topic in s.numbering:
-            # The puller handled numbers this root never gave (its counter was lost
-            # with every copy): number on above them, and keep what it holds of them.
-            self._ask_restore(topic, pull.child, pull.after)
-            s.note_seq(topic, pull.after)
-            tree = s.trees.get(topic)
-            if tree is not None and tree.is_root:
-                tree.stream.through = max(tree.stream.through or 0, pull.after)
-        log = self.root_log(pull.topic)
-        if log is None or pull.digest is None:
-            if pull.topic not in s.numbering:
-                return  # not this topic's root (yet): the puller asks again
-            log = Retained(complete_from=s.seq.get(pull.topic, 0) + 1)
-        wanted = Digest.from_wire(pull.digest, s.config.summary_max_filters) \
-            if pull.digest is not None else None
-        events, through = batch(log, pull.after, self.released(pull.topic), lambda body: (
-            wanted is None or not s.config.summaries or wanted.plain_may_match(body.attrs)))
-        gone_before = log.complete_from if log.complete_from > pull.after + 1 else 0
-        s.send(pull.child, Fill(pull.topic, s.me, pull.after, through, tuple(events),
-                                gone_before, routed=True))
-
-
-    def _ask_restore(self, topic: str, member: NodeRef, position: int) -> None:
-        """A member handled this topic up to ``position``. When this root does not hold
-        every event up to there (the former root failed with each of its replicas, and
-        members that received its last events may be their only holders), ask the
-        member for the events it handled beyond what the root holds."""
-        log = self.root_log(topic)
-        holds = 0 if log is None else log.contiguous_through()
-        if position > holds:
-            self.s.send(member, Restore(topic, self.s.me, holds))
-
-    def on_restore(self, now: float, msg: Restore) -> None:
-        """A root recovering the topic asks for the events this node handled after
-        ``after``: send them from the log (as replica syncs, a message's worth each)."""
-        s = self.s
-        tree = s.trees.get(msg.topic)
-        if tree is None or tree.stream.through is None:
-            return
-        through = tree.stream.through
-        after = msg.after
-        while True:
-            events, reached = batch(tree.stream.log, after, through, lambda body: True)
-            s.send(msg.root, ReplicaSync(msg.topic, through, s.me, tuple(events)))
-            if reached >= through or not events:
-                return
-            after = reached
 
 
 __all__ = ["Handle", "Ordering", "RootLog", "batch", "start"]

@@ -34,6 +34,7 @@ from scribe.messages import (
 )
 from scribe.ordering import Ordering
 from scribe.publish import Publishing
+from scribe.root_pulls import RootPulls
 from scribe.state import TICK, ScribeState
 from scribe.tree import TopicTree
 
@@ -45,12 +46,13 @@ LOOP_SUSPICION = 3
 class Repair:
     def __init__(self, state: ScribeState, membership: Membership,
                  dissemination: Dissemination, publishing: Publishing,
-                 ordering: Ordering) -> None:
+                 ordering: Ordering, root_pulls: RootPulls) -> None:
         self.s = state
         self.membership = membership
         self.dissemination = dissemination
         self.publishing = publishing
         self.ordering = ordering
+        self.root_pulls = root_pulls
 
     def tick(self, now: float) -> None:
         s = self.s
@@ -82,7 +84,7 @@ class Repair:
         owner = s.host.is_responsible(key)
         for pull in s.held_pulls.pop(topic, {}).values():
             if owner:
-                self.ordering.on_root_pull(now, pull)
+                self.root_pulls.on_root_pull(now, pull)
             else:
                 s.host.route(now, key, pull)
         self.publishing.number_deferred(now, topic, owner)

@@ -26,7 +26,8 @@ def test_subscribe_at_the_responsible_node_makes_it_the_root() -> None:
     app, host = make(100, root=True)
     app.subscribe(0.0, TOPIC, "", 1)
     assert host.routed == [] and host.sent == []
-    assert host.traces[-1] == ("tree", {"topic": TOPIC, "parent": None, "role": "root"})
+    assert host.traces[-2:] == [("tree", {"topic": TOPIC, "parent": None, "role": "root"}),
+                                ("subscribed", {"topic": TOPIC, "sub": 1})]
 
 
 def test_a_second_subscription_on_the_topic_sends_no_second_join() -> None:
