@@ -32,7 +32,6 @@ from __future__ import annotations
 import itertools
 import random
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +43,7 @@ from overlay.core.errors import LocalProtocolError
 from overlay.runtime.api import ApiError, Expired, Notification, PublishResult, Sink
 from overlay.runtime.api.requests import Publish, Subscribe
 from overlay.runtime.daemon import Daemon
+from overlay.runtime.pending import Done, PendingPublishes
 
 #: Seconds a reliable publish waits for the core's ``published`` notice.
 DEFAULT_PUBLISH_TIMEOUT = 10.0
@@ -74,13 +74,13 @@ class CoreService:
         #: Fresh msg_ids: 128 random bits, seeded from the OS (``secrets`` would read the
         #: OS for every publish).
         self._ids = random.Random()
-        #: (topic, msg_id) -> the publishes waiting for its ``published`` notice.
-        self._waiting: dict[tuple[str, str], list[trio.MemorySendChannel[int | None]]] = (
-            defaultdict(list))
+        #: Reliable publishes waiting for their ``published`` notice.
+        self.pending = PendingPublishes(publish_timeout)
         self.counters = {"published": 0, "delivered": 0, "publish_timeouts": 0,
                          "undeliverable": 0, "subscribe_unsettled": 0}
         daemon.deliver_handlers.append(self._on_deliver)
         daemon.notice_handlers.append(self._on_notice)
+        daemon.services.append(self._time_out_publishes)
 
     # -- what subclasses provide ---------------------------------------------------------------
 
@@ -169,35 +169,43 @@ class CoreService:
         self._publish(request, msg_id)
         return PublishResult(msg_id, None)
 
+    def begin_publish(self, request: Publish, done: Done) -> bool:
+        """A reliable publish: ``done`` gets its result (or a ``not_ready`` ApiError after
+        ``publish_timeout``) exactly once, maybe before this returns. Raises ApiError
+        when the request is refused (``done`` is then not called)."""
+        self._require_ready()
+        msg_id = request.msg_id or format(self._ids.getrandbits(128), "032x")
+        waiter = self.pending.add(request.topic, msg_id, done)
+        try:
+            self._publish(request, msg_id)
+        except BaseException:
+            self.pending.discard(waiter)
+            raise
+        self.pending.watch(waiter)
+        return True
+
     async def publish(self, request: Publish) -> PublishResult:
         done = self.publish_nowait(request)
         if done is not None:
             return done
-        self._require_ready()
-        msg_id = request.msg_id or format(self._ids.getrandbits(128), "032x")
-        key = (request.topic, msg_id)
-        send, receive = trio.open_memory_channel[int | None](1)
-        # Registered before the call: the notice may come during it (a root on this node).
-        self._waiting[key].append(send)
-        try:
-            self._publish(request, msg_id)
-            with trio.move_on_after(self.publish_timeout):
-                return PublishResult(msg_id, await receive.receive())
-            self.counters["publish_timeouts"] += 1
-            raise ApiError("not_ready", f"the event was not taken within "
-                           f"{self.publish_timeout:g} s; publish again with msg_id {msg_id} "
-                           "(copies are dropped)")
-        finally:
-            waiters = self._waiting.get(key)
-            if waiters is not None and send in waiters:
-                waiters.remove(send)
-                if not waiters:
-                    del self._waiting[key]
+        answered = trio.Event()
+        outcome: list[PublishResult | ApiError] = []
+
+        def answer(result: PublishResult | ApiError) -> None:
+            outcome.append(result)
+            answered.set()
+
+        self.begin_publish(request, answer)
+        await answered.wait()
+        if isinstance(outcome[0], ApiError):
+            raise outcome[0]
+        return outcome[0]
 
     def status(self) -> dict[str, Any]:
         node = self.daemon.node
         if node is None:
             return {"ready": False, "mode": self.mode}
+        self.counters["publish_timeouts"] = self.pending.timeouts
         return {"ready": self.ready, "mode": self.mode, "node": node.node_hex,
                 "address": self.daemon.address, **self.core_status(node),
                 "subscriptions": len(self._sinks), "counters": dict(self.counters)}
@@ -216,9 +224,8 @@ class CoreService:
 
     def _on_notice(self, notice: Notice) -> None:
         if notice.kind == "published":
-            key = (notice.data["topic"], notice.data["msg_id"])
-            for send in self._waiting.pop(key, []):
-                send.send_nowait(notice.data.get("seq"))
+            self.pending.published(notice.data["topic"], notice.data["msg_id"],
+                                   notice.data.get("seq"))
         elif notice.kind == "subscribed":
             settling = self._settling.get(notice.data["sub"])
             if settling is not None:
@@ -238,6 +245,9 @@ class CoreService:
         except (ValueError, LocalProtocolError) as exc:
             raise ApiError("bad_request", str(exc)) from None
         self.counters["published"] += 1
+
+    async def _time_out_publishes(self, daemon: Daemon) -> None:
+        await self.pending.run()
 
     def _require_ready(self) -> None:
         if not self.ready:

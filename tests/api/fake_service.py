@@ -55,6 +55,9 @@ class FakeService:
             return None
         return self._publish(request)
 
+    def begin_publish(self, request: Publish, done: Any) -> bool:
+        return False  # publishes that wait go through ``publish``
+
     async def publish(self, request: Publish) -> PublishResult:
         if self.publish_gate is not None:
             await self.publish_gate.wait()

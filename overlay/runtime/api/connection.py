@@ -38,7 +38,7 @@ from overlay.runtime.api.requests import (
     Unsubscribe,
     parse_request,
 )
-from overlay.runtime.api.service import Expired, Push
+from overlay.runtime.api.service import Expired, PublishResult, Push
 
 if TYPE_CHECKING:
     from overlay.runtime.api.server import ApiServer
@@ -225,6 +225,22 @@ class ApiConnection:
 
     def _spawn_publish(self, rid: int, request: Publish, slot: _ReplySlot) -> None:
         self._replies.append(slot)
+
+        def done(outcome: PublishResult | ApiError) -> None:
+            self._publishes.release_on_behalf_of(slot)
+            self._fill(slot, rid, outcome if isinstance(outcome, ApiError) else
+                       {"msg_id": outcome.msg_id, "seq": outcome.seq})
+
+        try:
+            if self.service.begin_publish(request, done):
+                return  # ``done`` answers it (maybe did already)
+        except ApiError as exc:
+            done(exc)
+            return
+        except Exception as exc:
+            log.exception("internal error in publish")
+            done(ApiError(INTERNAL, f"internal error: {type(exc).__name__}"))
+            return
         assert self._nursery is not None
         self._nursery.start_soon(self._run_publish, rid, request, slot)
 

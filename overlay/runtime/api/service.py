@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from overlay.runtime.api.requests import AttrValue, Publish, Subscribe
+from overlay.runtime.api.requests import ApiError, AttrValue, Publish, Subscribe
 
 
 @dataclass(slots=True)  # not frozen: made for every event, and frozen costs on the way
@@ -81,6 +81,14 @@ class PubSubService(Protocol):
         """Publish at once when the reply need not wait for the overlay (an unreliable
         publish): its result. None, having done nothing, when the request needs
         :meth:`publish`. Raises ApiError like :meth:`publish`."""
+        ...
+
+    def begin_publish(self, request: Publish,
+                      done: Callable[[PublishResult | ApiError], None]) -> bool:
+        """Start a publish whose reply waits for the overlay, without a task: True when
+        started (``done`` then gets the result or an ApiError exactly once, on the trio
+        thread, maybe before this returns); False, having done nothing, when
+        :meth:`publish` must be awaited instead. Raises ApiError when refused at once."""
         ...
 
     async def publish(self, request: Publish) -> PublishResult:

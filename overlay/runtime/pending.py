@@ -1,0 +1,96 @@
+"""Reliable publishes waiting for the core's ``published`` notice, without a task each.
+
+A waiter is a callback: it is called exactly once, with the publish's
+:class:`PublishResult` when the notice comes, or with a ``not_ready`` :class:`ApiError`
+once ``timeout`` seconds have passed without it. Every waiter has the same timeout, so
+their deadlines come in the order they were added: one task (:meth:`run`) sleeps until
+the oldest deadline, and a notice also drops the answered waiters at the front.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import trio
+
+from overlay.runtime.api import ApiError, PublishResult
+
+Done = Callable[[PublishResult | ApiError], None]
+
+
+@dataclass(slots=True, eq=False)
+class Waiter:
+    key: tuple[str, str]
+    done: Done
+    deadline: float
+    finished: bool = False
+
+
+class PendingPublishes:
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.timeouts = 0
+        #: (topic, msg_id) -> its waiters (a client may publish one msg_id again).
+        self._by_key: dict[tuple[str, str], list[Waiter]] = {}
+        #: Every unanswered waiter, oldest first (answered ones until they reach the front).
+        self._queue: deque[Waiter] = deque()
+        self._added = trio.Event()
+
+    def __len__(self) -> int:
+        return sum(len(waiters) for waiters in self._by_key.values())
+
+    def add(self, topic: str, msg_id: str, done: Done) -> Waiter:
+        """Register before publishing: the notice may come during the publish call."""
+        key = (topic, msg_id)
+        waiter = Waiter(key, done, trio.current_time() + self.timeout)
+        self._by_key.setdefault(key, []).append(waiter)
+        return waiter
+
+    def watch(self, waiter: Waiter) -> None:
+        """The publish call returned without an answer: time it out if none comes."""
+        if not waiter.finished:
+            self._queue.append(waiter)
+            self._added.set()
+
+    def discard(self, waiter: Waiter) -> None:
+        """The publish call failed: the waiter's caller answers it."""
+        waiter.finished = True
+        waiters = self._by_key.get(waiter.key)
+        if waiters is not None and waiter in waiters:
+            waiters.remove(waiter)
+            if not waiters:
+                del self._by_key[waiter.key]
+
+    def published(self, topic: str, msg_id: str, seq: int | None) -> None:
+        """The core's ``published`` notice: answer everyone waiting for that event."""
+        for waiter in self._by_key.pop((topic, msg_id), ()):
+            waiter.finished = True
+            waiter.done(PublishResult(msg_id, seq))
+        queue = self._queue
+        while queue and queue[0].finished:
+            queue.popleft()
+
+    async def run(self) -> None:
+        """Answer the waiters whose deadline passed (until cancelled)."""
+        queue = self._queue
+        while True:
+            while queue and queue[0].finished:
+                queue.popleft()
+            if not queue:
+                self._added = trio.Event()
+                await self._added.wait()
+                continue
+            await trio.sleep_until(queue[0].deadline)
+            now = trio.current_time()
+            while queue and (queue[0].finished or queue[0].deadline <= now):
+                waiter = queue.popleft()
+                if not waiter.finished:
+                    self._expire(waiter)
+
+    def _expire(self, waiter: Waiter) -> None:
+        self.timeouts += 1
+        self.discard(waiter)
+        waiter.done(ApiError("not_ready", f"the event was not taken within {self.timeout:g} s; "
+                             f"publish again with msg_id {waiter.key[1]} (copies are dropped)"))

@@ -1,0 +1,131 @@
+"""Reliable publishes answered by callback: on the core's notice, or not_ready on time-out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from overlay.core.effects import Notice
+from overlay.runtime.api import ApiError, PublishResult
+from overlay.runtime.api.requests import Publish
+from overlay.runtime.core_service import CoreService
+
+
+class FakeCore:
+    """Publishes are recorded; ``root_here`` answers during the call, like a local root."""
+
+    def __init__(self) -> None:
+        self.published: list[tuple[str, str]] = []
+        self.root_here = False
+        self.service: CoreService | None = None
+
+    def publish(self, now: float, topic: str, attrs: Any, payload: bytes, msg_id: str,
+                ts: float) -> str:
+        if topic == "bad":
+            raise ValueError("bad topic")
+        self.published.append((topic, msg_id))
+        if self.root_here:
+            assert self.service is not None
+            self.service._on_notice(Notice("published", {"topic": topic, "msg_id": msg_id,
+                                                          "seq": len(self.published)}))
+        return msg_id
+
+
+class FakeDaemon:
+    def __init__(self, core: FakeCore) -> None:
+        self.node = core
+        self.address = "127.0.0.1:1"
+        self.deliver_handlers: list[Any] = []
+        self.notice_handlers: list[Any] = []
+        self.services: list[Any] = []
+
+    def call(self, fn: Callable[[Any, float], Any]) -> Any:
+        return fn(self.node, trio.current_time())
+
+
+class Service(CoreService):
+    mode = "test"
+
+    @property
+    def ready(self) -> bool:
+        return True
+
+    def core_of(self, node: Any) -> Any:
+        return node
+
+    def core_status(self, node: Any) -> dict[str, Any]:
+        return {}
+
+
+def make(timeout: float = 10.0) -> tuple[Service, FakeCore]:
+    core = FakeCore()
+    service = Service(FakeDaemon(core), publish_timeout=timeout)  # type: ignore[arg-type]
+    core.service = service
+    return service, core
+
+
+def recorder() -> tuple[list[PublishResult | ApiError], Callable[[Any], None]]:
+    seen: list[PublishResult | ApiError] = []
+    return seen, seen.append
+
+
+async def test_a_local_root_answers_before_begin_publish_returns() -> None:
+    service, core = make()
+    core.root_here = True
+    seen, done = recorder()
+    assert service.begin_publish(Publish(topic="t", msg_id="ab"), done)
+    assert seen == [PublishResult("ab", 1)]
+    assert len(service.pending) == 0 and not service.pending._queue
+
+
+async def test_a_later_notice_answers_every_publish_of_that_msg_id() -> None:
+    service, _ = make()
+    first, done1 = recorder()
+    second, done2 = recorder()
+    service.begin_publish(Publish(topic="t", msg_id="ab"), done1)
+    service.begin_publish(Publish(topic="t", msg_id="ab"), done2)
+    assert first == second == [] and len(service.pending) == 2
+    service._on_notice(Notice("published", {"topic": "t", "msg_id": "ab", "seq": 7}))
+    assert first == second == [PublishResult("ab", 7)]
+    assert len(service.pending) == 0 and not service.pending._queue
+
+
+async def test_no_notice_is_not_ready_after_the_timeout(
+        autojump_clock: trio.testing.MockClock) -> None:
+    service, _ = make(timeout=2.0)
+    seen, done = recorder()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(service._time_out_publishes, service.daemon)
+        service.begin_publish(Publish(topic="t", msg_id="ab"), done)
+        await trio.sleep(1.9)
+        assert seen == []
+        await trio.sleep(0.2)
+        assert len(seen) == 1 and isinstance(seen[0], ApiError)
+        assert seen[0].code == "not_ready" and "msg_id ab" in seen[0].message
+        # A notice after the time-out answers nobody twice.
+        service._on_notice(Notice("published", {"topic": "t", "msg_id": "ab", "seq": 1}))
+        assert len(seen) == 1
+        nursery.cancel_scope.cancel()
+    assert service.pending.timeouts == 1 and len(service.pending) == 0
+
+
+async def test_a_refused_publish_raises_and_leaves_no_waiter() -> None:
+    service, _ = make()
+    seen, done = recorder()
+    with pytest.raises(ApiError) as err:
+        service.begin_publish(Publish(topic="bad"), done)
+    assert err.value.code == "bad_request" and seen == []
+    assert len(service.pending) == 0 and not service.pending._queue
+
+
+async def test_the_awaitable_publish_rides_on_the_callback() -> None:
+    service, core = make()
+    core.root_here = True
+    result = await service.publish(Publish(topic="t", msg_id="cd"))
+    assert result == PublishResult("cd", 1)
+    unreliable = await service.publish(Publish(topic="t", reliable=False))
+    assert unreliable.seq is None and len(unreliable.msg_id) == 32
