@@ -2,82 +2,82 @@
 each one.
 
 Every filter is split into conjunctions (:mod:`matching.normal`; NOT pushed down to the
-predicates first). Each conjunction is filed under its most selective access predicate
-(:func:`matching.access.plan`):
+predicates first). Each conjunction is clustered under an access predicate
+(:func:`matching.access.plan`, then :mod:`matching.clusters`), as in Fabret et al.
+2001 ("Filtering algorithms and implementation for very fast publish/subscribe"):
 
-- an equality (``a = v``, ``a IN (...)``, ``b <> TRUE``, ``s LIKE 'abc'``): a hash
-  table per attribute, keyed by value;
+- equalities (``a = v``, ``a IN (...)``, ``b <> TRUE``, ``s LIKE 'abc'``) on two
+  attributes: a hash table per pair of attribute names, keyed by the pair of values
+  (multi-attribute hashing); an event looks up each pair of its attributes that some
+  cluster names, so a conjunction of two equalities costs nothing until both hold;
+- an equality on one attribute: a hash table per attribute, keyed by value;
 - a range (``<``, ``>=``, ``BETWEEN``, bounds on one attribute merged into an interval):
-  a :class:`~matching.ranges.RangeTable` per kind (numbers, strings);
+  :class:`~matching.ranges.RangeTable` s per kind (numbers, strings);
 - the presence of an attribute (``NOT IN``, ``LIKE '%x'``, ``<>``, ``IS NOT NULL``...):
-  a list per attribute;
-- nothing to look up (``IS NULL``, comparisons between two attributes): a residual list
-  checked on every event.
+  a cluster per attribute;
+- nothing to look up (``IS NULL``, comparisons between two attributes): a residual
+  cluster checked on every event.
 
-A conjunction whose access is all there is to it (``sym = 'A'``) matches on lookup; the
-others carry a compiled check of their remaining predicates, run only on the events
-that reach them. A filter whose DNF would be too large is filed whole under a set of
-accesses one of which it implies, with its own test as the check. So ``match`` answers
-exactly the set of filters whose value is TRUE, and adding or removing a filter costs a
-hash update or a bisection per conjunction, never a rebuild.
+A conjunction whose access is all there is to it (``sym = 'A' AND px = 3``) matches on
+lookup: its key joins the result at C speed with the rest of its cluster's. Of the
+others, those left with one numeric interval (``sym = 'A' AND px > 3``) are checked
+inline from plain data, the rest by a compiled check, run only on the events that reach
+them. A filter whose DNF would be too large is filed whole under a set of accesses one
+of which it implies, with its own test as the check. So ``match`` answers exactly the
+set of filters whose value is TRUE, and adding or removing a filter costs a hash update
+or a bisection per conjunction, never a rebuild.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Iterator, Mapping
-from dataclasses import dataclass, field
 
-from matching.access import (
-    BOOL_TAG,
-    Access,
-    Equals,
-    Present,
-    Range,
-    necessary_accesses,
-    plan,
-)
+from matching.access import BOOL_TAG, Access, Equals, Present, Range, necessary_accesses, plan
 from matching.ast import Value, kind_of
-from matching.evaluate import Test, compile_conjunction
+from matching.clusters import Bucket, Pair, Pending, pair_plan, pending_item
 from matching.normal import disjunctive_normal_form, negation_normal_form
 from matching.parser import Filter
-from matching.ranges import Handle, RangeTable
+from matching.ranges import RangeTable
 
-
-@dataclass
-class _Bucket:
-    """Conjunctions filed under one access: those it decides alone, and the checked."""
-
-    direct: dict[int, Hashable] = field(default_factory=dict)
-    checked: dict[int, tuple[Test, Hashable]] = field(default_factory=dict)
-
-    def put(self, entry: int, key: Hashable, check: Test | None) -> None:
-        if check is None:
-            self.direct[entry] = key
-        else:
-            self.checked[entry] = (check, key)
-
-    def drop(self, entry: int) -> bool:
-        """Forget ``entry``; whether the bucket is now empty."""
-        self.direct.pop(entry, None)
-        self.checked.pop(entry, None)
-        return not self.direct and not self.checked
-
-
-# Where an entry was filed, to undo it: ("eq", attr, value key), ("range", kind,
-# handle), ("present", attr), ("residual",) or ("always",).
+# Where an entry was filed, to undo it: ("eq", attr, value keys), ("pair", (attr, attr),
+# value key pairs), ("range", table, handle, attr), ("present", attr), ("residual",) or
+# ("always",).
 _Place = tuple
+_MISSING = object()
+
+
+def _put(table: dict, keys: tuple, entry: int, item: Hashable, direct: bool) -> None:
+    for value in keys:
+        bucket = table.get(value)
+        if bucket is None:
+            bucket = table[value] = Bucket()
+        bucket.put(entry, item, direct)
+
+
+def _drop(tables: dict, name: Hashable, keys: tuple, entry: int) -> None:
+    table = tables[name]
+    for value in keys:
+        if table[value].drop(entry):
+            del table[value]
+    if not table:
+        del tables[name]
 
 
 class Index:
     def __init__(self) -> None:
         self._filters: dict[Hashable, Filter] = {}
         self._places: dict[Hashable, list[tuple[int, _Place]]] = {}
-        self._equal: dict[str, dict[Hashable, _Bucket]] = {}
+        self._equal: dict[str, dict[Hashable, Bucket]] = {}
+        #: attr -> later attr -> (value key, value key) -> bucket
+        self._pairs: dict[str, dict[str, dict[tuple, Bucket]]] = {}
+        #: kind -> table; items as in a Bucket
         self._ranges = {"num": RangeTable(), "str": RangeTable()}
-        self._range_entries: dict[int, tuple[Test | None, Hashable]] = {}
-        self._present: dict[str, _Bucket] = {}
-        self._residual = _Bucket()
-        self._always = _Bucket()
+        #: attribute -> how many range entries it has (of any kind)
+        self._ranged: dict[str, int] = {}
+        self._present: dict[str, Bucket] = {}
+        self._residual = Bucket()
+        self._always = Bucket()
         self._entries = 0
 
     def __len__(self) -> int:
@@ -100,42 +100,54 @@ class Index:
         places: list[tuple[int, _Place]] = []
         self._places[key] = places
         if filter.expr is None:
-            places.append(self._file(key, None, None))
+            places.append(self._file(key, None, key))
             return
         normal = negation_normal_form(filter.expr)
         conjunctions = disjunctive_normal_form(normal)
         if conjunctions is None:
             accesses = necessary_accesses(normal)
-            if accesses is None:
-                accesses = [None]  # type: ignore[list-item]
-            for access in accesses:
-                places.append(self._file(key, access, filter.matches))
+            whole = (None, -math.inf, True, math.inf, True, key, filter.matches)
+            for access in [None] if accesses is None else accesses:
+                places.append(self._file(key, access, whole))
             return
         for conjunction in conjunctions:
             how = plan(conjunction)
-            if not how.never:
-                check = compile_conjunction(how.rest) if how.rest else None
-                places.append(self._file(key, how.access, check))
+            if how.never:
+                continue
+            access: Access | Pair | None = how.access
+            rest = how.rest
+            if isinstance(access, Equals) and (paired := pair_plan(access, rest)):
+                access, rest = paired
+            places.append(self._file(key, access, pending_item(rest, key) if rest else key))
 
-    def _file(self, key: Hashable, access: Access | None, check: Test | None
+    def _file(self, key: Hashable, access: Access | Pair | None, item: Hashable | Pending
               ) -> tuple[int, _Place]:
+        """File one conjunction: ``item`` is ``key`` when the access decides it alone,
+        else its pending check."""
         self._entries += 1
         entry = self._entries
+        direct = item is key
         if access is None:
-            bucket, place = (self._always, ("always",)) if check is None else (
+            bucket, place = (self._always, ("always",)) if direct else (
                 self._residual, ("residual",))
-            bucket.put(entry, key, check)
+            bucket.put(entry, item, direct)
             return entry, place
+        if isinstance(access, Pair):
+            first, second = access.first, access.second
+            keys = tuple((a, b) for a in first.keys for b in second.keys)
+            by_second = self._pairs.setdefault(first.attr, {})
+            _put(by_second.setdefault(second.attr, {}), keys, entry, item, direct)
+            return entry, ("pair", (first.attr, second.attr), keys)
         if isinstance(access, Equals):
-            by_value = self._equal.setdefault(access.attr, {})
-            for value in access.keys:
-                by_value.setdefault(value, _Bucket()).put(entry, key, check)
-            return entry, ("eq", access.attr, tuple(access.keys))
+            keys = tuple(access.keys)
+            _put(self._equal.setdefault(access.attr, {}), keys, entry, item, direct)
+            return entry, ("eq", access.attr, keys)
         if isinstance(access, Range):
-            self._range_entries[entry] = (check, key)
-            return entry, ("range", access.kind, self._ranges[access.kind].add(access, entry))
+            table = self._ranges[access.kind]
+            self._ranged[access.attr] = self._ranged.get(access.attr, 0) + 1
+            return entry, ("range", table, table.add(access, item, not direct), access.attr)
         assert isinstance(access, Present)
-        self._present.setdefault(access.attr, _Bucket()).put(entry, key, check)
+        self._present.setdefault(access.attr, Bucket()).put(entry, item, direct)
         return entry, ("present", access.attr)
 
     def remove(self, key: Hashable) -> None:
@@ -148,33 +160,37 @@ class Index:
             elif where == "residual":
                 self._residual.drop(entry)
             elif where == "eq":
-                by_value = self._equal[place[1]]
-                for value in place[2]:
-                    if by_value[value].drop(entry):
-                        del by_value[value]
-                if not by_value:
-                    del self._equal[place[1]]
+                _drop(self._equal, place[1], place[2], entry)
+            elif where == "pair":
+                first, second = place[1]
+                _drop(self._pairs[first], second, place[2], entry)
+                if not self._pairs[first]:
+                    del self._pairs[first]
             elif where == "range":
-                handle: Handle = place[2]
-                self._ranges[place[1]].remove(handle)
-                del self._range_entries[entry]
+                place[1].remove(place[2])
+                attr = place[3]
+                self._ranged[attr] -= 1
+                if not self._ranged[attr]:
+                    del self._ranged[attr]
             elif self._present[place[1]].drop(entry):
                 del self._present[place[1]]
 
     def match(self, attrs: Mapping[str, Value]) -> set[Hashable]:
         """The keys of the filters that are TRUE for ``attrs``."""
-        result: set[Hashable] = set(self._always.direct.values())
-        pending: list[tuple[Test, Hashable]] = list(self._residual.checked.values())
-        range_hits: list[Hashable] = []
-        equal, present = self._equal, self._present
+        hits: list[Hashable] = []
+        pending: list[Pending] = []
+        _collect(self._always, hits, pending)
+        _collect(self._residual, hits, pending)
+        equal, present, pairs, ranged = self._equal, self._present, self._pairs, self._ranged
         numbers, strings = self._ranges["num"], self._ranges["str"]
+        keyed: dict[str, Hashable] = {}
+        numeric: dict[str, Value] = {}
         for name, value in attrs.items():
             if value is None:
                 continue
             bucket = present.get(name)
             if bucket is not None:
-                result.update(bucket.direct.values())
-                pending.extend(bucket.checked.values())
+                _collect(bucket, hits, pending)
             # kind_of, unrolled for the plain types: this loop runs per event attribute.
             cls = value.__class__
             if cls is str:
@@ -183,6 +199,7 @@ class Index:
                 if value != value:  # NaN compares with nothing
                     continue
                 table, lookup = numbers, value
+                numeric[name] = value
             elif cls is bool:
                 table, lookup = None, (BOOL_TAG, value)
             else:
@@ -191,22 +208,45 @@ class Index:
                     continue
                 table = numbers if kind == "num" else strings if kind == "str" else None
                 lookup = (BOOL_TAG, value) if kind == "bool" else value
+                if kind == "num":
+                    numeric[name] = value
+            keyed[name] = lookup
             by_value = equal.get(name)
             if by_value is not None:
                 bucket = by_value.get(lookup)
                 if bucket is not None:
-                    result.update(bucket.direct.values())
-                    pending.extend(bucket.checked.values())
-            if table is not None:
-                table.stab(name, value, range_hits)
-        range_entries = self._range_entries
-        for entry in range_hits:
-            check, key = range_entries[entry]  # type: ignore[index]
-            if check is None:
-                result.add(key)
-            else:
-                pending.append((check, key))
-        for check, key in pending:
-            if key not in result and check(attrs):
+                    if bucket.direct:
+                        hits.extend(bucket.direct.values())
+                    if bucket.pending:
+                        pending.extend(bucket.pending.values())
+            if table is not None and name in ranged:
+                table.stab(name, value, hits, pending)
+        if pairs:
+            for first, lookup in keyed.items():
+                by_second = pairs.get(first)
+                if by_second is None:
+                    continue
+                for second, table in by_second.items():
+                    other = keyed.get(second, _MISSING)
+                    if other is not _MISSING:
+                        bucket = table.get((lookup, other))
+                        if bucket is not None:
+                            _collect(bucket, hits, pending)
+        result = set(hits)
+        for name, low, low_inclusive, high, high_inclusive, key, check in pending:
+            if name is not None:
+                value = numeric.get(name, _MISSING)
+                if value is _MISSING or not (
+                        (low < value or (low_inclusive and value == low))  # type: ignore[operator]
+                        and (value < high or (high_inclusive and value == high))):  # type: ignore[operator]
+                    continue
+            if check is None or (key not in result and check(attrs)):
                 result.add(key)
         return result
+
+
+def _collect(bucket: Bucket, hits: list, pending: list) -> None:
+    if bucket.direct:
+        hits.extend(bucket.direct.values())
+    if bucket.pending:
+        pending.extend(bucket.pending.values())

@@ -1,0 +1,119 @@
+"""How the index files one conjunction: its cluster (access) and the form of its check.
+
+After :func:`matching.access.plan` picked a conjunction's most selective access,
+
+- :func:`pair_plan` adds a second exact equality on another attribute, so that the
+  conjunction sits in a cluster keyed by two values (multi-attribute hashing, Fabret et
+  al. 2001) and is not looked at until both hold;
+- :func:`pending_item` turns the rest into what the index checks: one numeric interval
+  on one attribute (the commonest rest: ``sym = 'A' AND px > 3``), tested inline from
+  plain data, and a compiled closure for anything else, called only when the interval
+  holds;
+- :class:`Bucket` holds a cluster's conjunctions: those decided by the access, and the
+  pending ones.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+from matching.access import Equals, Range, access_of
+from matching.ast import Expr
+from matching.evaluate import Test, compile_conjunction
+
+#: A pair access files a conjunction under every combination of its two value sets;
+#: past this many it keeps the one-attribute access.
+MAX_PAIR_KEYS = 16
+
+#: What a conjunction needs once its access holds: attribute, low, low inclusive, high,
+#: high inclusive, filter key, compiled check. TRUE when the attribute holds a number
+#: within the bounds (an unbounded side is an inclusive infinity; no attribute: no
+#: interval) and the check (None: none) is True. The interval is tested inline from
+#: plain data, and the check called only when it holds.
+Pending = tuple[str | None, float, bool, float, bool, Hashable, Test | None]
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Both equalities hold: ``first.attr`` sorts before ``second.attr``."""
+
+    first: Equals
+    second: Equals
+
+
+def pair_plan(access: Equals, rest: Sequence[Expr]) -> tuple[Pair, tuple[Expr, ...]] | None:
+    """A second exact equality among ``rest``, on another attribute, to cluster on
+    together with ``access`` (the one with fewest values); None when there is none."""
+    best: tuple[Expr, Equals] | None = None
+    for pred in rest:
+        found = access_of(pred)
+        if found is None or not found[1] or not isinstance(other := found[0], Equals):
+            continue
+        if other.attr != access.attr and len(other.keys) * len(access.keys) <= MAX_PAIR_KEYS \
+                and (best is None or len(other.keys) < len(best[1].keys)):
+            best = (pred, other)
+    if best is None:
+        return None
+    pred, other = best
+    pair = Pair(access, other) if access.attr < other.attr else Pair(other, access)
+    return pair, tuple(p for p in rest if p is not pred)
+
+
+def pending_item(rest: Sequence[Expr], key: Hashable) -> Pending:
+    """What the index checks for a conjunction of which ``rest`` remains once its access
+    holds: the numeric interval of the first attribute ``rest`` bounds (all its bounds
+    merged), inline, then a compiled check of what else remains (None: nothing)."""
+    interval: Range | None = None
+    covered: list[Expr] = []
+    for pred in rest:
+        found = access_of(pred)
+        if found is not None and found[1] and isinstance(rng := found[0], Range) \
+                and rng.kind == "num" and (interval is None or rng.attr == interval.attr):
+            interval = rng if interval is None else interval.intersect(rng)
+            covered.append(pred)
+    others = [p for p in rest if not any(p is c for c in covered)]
+    check = compile_conjunction(others) if others else None
+    if interval is None:
+        return (None, -math.inf, True, math.inf, True, key, check)
+    low, low_inclusive = (-math.inf, True) if interval.low is None else (
+        interval.low, interval.low_inclusive)
+    high, high_inclusive = (math.inf, True) if interval.high is None else (
+        interval.high, interval.high_inclusive)
+    return (interval.attr, low, low_inclusive, high, high_inclusive,  # type: ignore[return-value]
+            key, check)
+
+
+class Bucket:
+    """Conjunctions filed under one access, by entry number: the keys of those the
+    access decides alone, and the pending checks of the others. Each dict exists only
+    while it has members."""
+
+    __slots__ = ("direct", "pending")
+
+    def __init__(self) -> None:
+        self.direct: dict[int, Hashable] | None = None
+        self.pending: dict[int, Pending] | None = None
+
+    def put(self, entry: int, item: Hashable | Pending, direct: bool) -> None:
+        if direct:
+            if self.direct is None:
+                self.direct = {}
+            self.direct[entry] = item
+        else:
+            if self.pending is None:
+                self.pending = {}
+            self.pending[entry] = item  # type: ignore[assignment]
+
+    def drop(self, entry: int) -> bool:
+        """Forget ``entry``; whether the bucket is now empty."""
+        if self.direct is not None and entry in self.direct:
+            del self.direct[entry]
+            if not self.direct:
+                self.direct = None
+        if self.pending is not None and entry in self.pending:
+            del self.pending[entry]
+            if not self.pending:
+                self.pending = None
+        return self.direct is None and self.pending is None
