@@ -16,9 +16,14 @@ def hash_id(name: str | bytes, bits: int = DEFAULT_ID_BITS) -> int:
     return mmh3.hash128(data, 0, signed=False) & ((1 << bits) - 1)
 
 
+#: Format specs by ring size (made once: ids are formatted for every trace record).
+_HEX_SPECS = {bits: f"0{(bits + 3) // 4}x" for bits in range(1, 129)}
+
+
 def format_id(ident: int, bits: int = DEFAULT_ID_BITS) -> str:
     """Lowercase hex, fixed width of ``ceil(bits/4)`` digits (TRACES.md ``node`` field)."""
-    return format(ident, f"0{(bits + 3) // 4}x")
+    spec = _HEX_SPECS.get(bits)
+    return format(ident, spec if spec is not None else f"0{(bits + 3) // 4}x")
 
 
 def parse_id(text: str, bits: int = DEFAULT_ID_BITS) -> int:

@@ -34,7 +34,7 @@ from overlay.core.errors import (
     MessageError,
     RemoteProtocolError,
 )
-from overlay.core.framing import FrameDecoder, decode_map, encode_map, frame_bytes
+from overlay.core.framing import FrameDecoder, MapDecoder, decode_map, encode_map, frame_bytes
 from overlay.core.limits import DEFAULT_MAX_FRAME
 from overlay.core.messages import Message, decode_message, encode_message
 from overlay.runtime.crypto import TAG_BYTES, FrameCipher
@@ -339,11 +339,12 @@ class Transport:
     async def _read_loop(self, stream: trio.abc.Stream, src: str, cipher: FrameCipher | None,
                          decoder: FrameDecoder) -> None:
         inbox = self.inbox
+        decode = MapDecoder()
         while True:
             for body in decoder.bodies():
                 if cipher is not None:
                     body = cipher.open(body)
-                item = self._decode_inbound(src, decode_map(body))
+                item = self._decode_inbound(src, decode(body))
                 if item is None:
                     continue
                 try:
