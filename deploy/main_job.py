@@ -43,7 +43,7 @@ def progress(text: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="main-job", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("runs/main"))
-    parser.add_argument("--nodes", type=int, default=8, help="daemons (default 8)")
+    parser.add_argument("--nodes", type=int, default=16, help="daemons (default 16)")
     parser.add_argument("--topics", type=int, default=4)
     parser.add_argument("--subscribers", type=int, default=6, help="per topic (default 6)")
     parser.add_argument("--publishes", type=int, default=400)
