@@ -45,6 +45,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("overlay.api")
 
+#: Requests of one client handled in a row before the connection lets other tasks run.
+REQUESTS_PER_TURN = 64
+
 
 @dataclass(eq=False)  # identity matters: slots are borrowers of the publish limiter
 class _ReplySlot:
@@ -105,9 +108,10 @@ class ApiConnection:
     # -- reading ----------------------------------------------------------------------
 
     async def _read_loop(self) -> None:
-        """Handle what each read brings, all of it before the next wait: most requests
-        are answered without a checkpoint, so their replies (and the pushes they cause)
-        leave in one write per connection per read."""
+        """Handle what each read brings before the next wait, ``REQUESTS_PER_TURN`` at a
+        time: most requests are answered without a checkpoint, so their replies (and the
+        pushes they cause) leave in one write per connection per turn, and other tasks
+        (peers, timers, other clients) get their turn between."""
         decoder = FrameDecoder(self.config.max_frame)
         decode = MapDecoder()
         try:
@@ -117,7 +121,14 @@ class ApiConnection:
                     decoder.close()
                     return
                 decoder.feed(data)
+                handled = 0
                 while not self._closing and (body := decoder.next_body()) is not None:
+                    if handled == REQUESTS_PER_TURN:
+                        handled = 0
+                        await trio.lowlevel.checkpoint()
+                        if self._closing:
+                            break
+                    handled += 1
                     blocked = self._handle(decode(body))
                     if blocked is not None:
                         await self._publish_when_room(*blocked)
