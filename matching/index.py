@@ -40,37 +40,48 @@ from matching.normal import disjunctive_normal_form, negation_normal_form
 from matching.parser import Filter
 from matching.ranges import RangeTable
 
-# Where an entry was filed, to undo it: ("eq", attr, value keys), ("pair", (attr, attr),
-# value key pairs), ("range", table, handle, attr), ("present", attr), ("residual",) or
-# ("always",).
+# Where an entry was filed, to undo it: ("eq", paths), ("pair", paths), ("range", table,
+# handle, attr), ("present", attr), ("residual",) or ("always",).
 _Place = tuple
 _MISSING = object()
 
 
-def _put(table: dict, keys: tuple, entry: int, item: Hashable, direct: bool) -> None:
-    for value in keys:
-        bucket = table.get(value)
+def _put(root: dict, paths: list[tuple], entry: int, item: Hashable, direct: bool) -> None:
+    """File under each path of nested dicts (attribute, value[, attribute, value])."""
+    for path in paths:
+        node = root
+        for step in path[:-1]:
+            node = node.setdefault(step, {})
+        bucket = node.get(path[-1])
         if bucket is None:
-            bucket = table[value] = Bucket()
+            bucket = node[path[-1]] = Bucket()
         bucket.put(entry, item, direct)
 
 
-def _drop(tables: dict, name: Hashable, keys: tuple, entry: int) -> None:
-    table = tables[name]
-    for value in keys:
-        if table[value].drop(entry):
-            del table[value]
-    if not table:
-        del tables[name]
+def _drop(root: dict, paths: list[tuple], entry: int) -> None:
+    """Undo :func:`_put`, pruning what is left empty."""
+    for path in paths:
+        nodes = [root]
+        for step in path[:-1]:
+            nodes.append(nodes[-1][step])
+        for node, step in zip(reversed(nodes), reversed(path), strict=True):
+            if isinstance(node[step], Bucket):
+                if not node[step].drop(entry):
+                    break
+            elif node[step]:
+                break
+            del node[step]
 
 
 class Index:
     def __init__(self) -> None:
         self._filters: dict[Hashable, Filter] = {}
         self._places: dict[Hashable, list[tuple[int, _Place]]] = {}
+        #: attr -> value key -> bucket
         self._equal: dict[str, dict[Hashable, Bucket]] = {}
-        #: attr -> later attr -> (value key, value key) -> bucket
-        self._pairs: dict[str, dict[str, dict[tuple, Bucket]]] = {}
+        #: attr -> value key -> later attr -> value key -> bucket: an event whose value
+        #: of the first attribute no pair names is done after two lookups
+        self._pairs: dict[str, dict[Hashable, dict[str, dict[Hashable, Bucket]]]] = {}
         #: kind -> table; items as in a Bucket
         self._ranges = {"num": RangeTable(), "str": RangeTable()}
         #: attribute -> how many range entries it has (of any kind)
@@ -134,14 +145,13 @@ class Index:
             return entry, place
         if isinstance(access, Pair):
             first, second = access.first, access.second
-            keys = tuple((a, b) for a in first.keys for b in second.keys)
-            by_second = self._pairs.setdefault(first.attr, {})
-            _put(by_second.setdefault(second.attr, {}), keys, entry, item, direct)
-            return entry, ("pair", (first.attr, second.attr), keys)
+            paths = [(first.attr, a, second.attr, b) for a in first.keys for b in second.keys]
+            _put(self._pairs, paths, entry, item, direct)
+            return entry, ("pair", paths)
         if isinstance(access, Equals):
-            keys = tuple(access.keys)
-            _put(self._equal.setdefault(access.attr, {}), keys, entry, item, direct)
-            return entry, ("eq", access.attr, keys)
+            paths = [(access.attr, value) for value in access.keys]
+            _put(self._equal, paths, entry, item, direct)
+            return entry, ("eq", paths)
         if isinstance(access, Range):
             table = self._ranges[access.kind]
             self._ranged[access.attr] = self._ranged.get(access.attr, 0) + 1
@@ -160,12 +170,9 @@ class Index:
             elif where == "residual":
                 self._residual.drop(entry)
             elif where == "eq":
-                _drop(self._equal, place[1], place[2], entry)
+                _drop(self._equal, place[1], entry)
             elif where == "pair":
-                first, second = place[1]
-                _drop(self._pairs[first], second, place[2], entry)
-                if not self._pairs[first]:
-                    del self._pairs[first]
+                _drop(self._pairs, place[1], entry)
             elif where == "range":
                 place[1].remove(place[2])
                 attr = place[3]
@@ -223,13 +230,13 @@ class Index:
                 table.stab(name, value, hits, pending)
         if pairs:
             for first, lookup in keyed.items():
-                by_second = pairs.get(first)
-                if by_second is None:
+                by_value = pairs.get(first)
+                if by_value is None or (by_second := by_value.get(lookup)) is None:
                     continue
                 for second, table in by_second.items():
                     other = keyed.get(second, _MISSING)
                     if other is not _MISSING:
-                        bucket = table.get((lookup, other))
+                        bucket = table.get(other)
                         if bucket is not None:
                             _collect(bucket, hits, pending)
         result = set(hits)

@@ -102,6 +102,8 @@ class _Sorted:
     def prefix_into(self, value: object, out: list) -> None:
         """Ranges bounded below: those whose low end admits ``value``."""
         bounds = self.bounds
+        if value < bounds[0]:  # type: ignore[operator]  # below them all: no bisection
+            return
         end = bisect_left(bounds, value)
         if end < len(bounds) and bounds[end] == value:
             end = self.end_of_low(value)
@@ -111,6 +113,8 @@ class _Sorted:
         """Ranges bounded above: high > value, or high == value and inclusive (sorted
         last: the flag is ``inclusive``)."""
         bounds = self.bounds
+        if value > bounds[-1]:  # type: ignore[operator]  # above them all: no bisection
+            return
         start = bisect_right(bounds, value)
         if start and bounds[start - 1] == value:
             keys = self.keys
@@ -222,7 +226,7 @@ class RangeTable:
                 start = bisect_left(lows, value - group.reach)  # type: ignore[operator]
             except OverflowError:  # an integer beyond float range
                 start = 0
-            end = bisect_left(lows, value)
+            end = bisect_left(lows, value, start)
             if end < len(lows) and lows[end] == value:
                 end = group.end_of_low(value)
             if start >= end:
@@ -232,9 +236,14 @@ class RangeTable:
             highs, items = group.highs, group.items
             if group.pending_count:
                 flags = group.pending
-                for i in range(start, end):
-                    if value < highs[i] or (high_inclusive and value == highs[i]):  # type: ignore[operator]
-                        (pending if flags[i] else hits).append(items[i])
+                if high_inclusive:
+                    for i in range(start, end):
+                        if value <= highs[i]:  # type: ignore[operator]
+                            (pending if flags[i] else hits).append(items[i])
+                else:
+                    for i in range(start, end):
+                        if value < highs[i]:  # type: ignore[operator]
+                            (pending if flags[i] else hits).append(items[i])
             elif high_inclusive:
                 append = hits.append
                 for i in range(start, end):
