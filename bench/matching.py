@@ -16,10 +16,14 @@ Reported per subscription count (1k, 10k, 100k): events/s through ``Index.match`
 through evaluating every filter (``Filter.matches``; on a sample of events), their
 ratio, the measured match rate (matches / (events x subscriptions)), the index's memory
 (tracemalloc, filters excluded), and the cost of ``add`` and ``remove`` per operation
-(10% of the subscriptions removed and added back). Then, for summaries at their size
-bound (64 exact filters; coarse beyond), of N subscriptions and of a merge of 10 such
-summaries: the false-positive rate (``Summary.precision``: yes answers on events no
-filter matches), the CBOR size and the build time.
+(10% of the subscriptions removed and added back). Times are CPU time of this
+single-threaded process (``time.process_time``: one core), so that other work on a
+shared machine does not count; the index's wall-clock rate and the load average are
+printed beside them (on a loaded machine CPU time still suffers from shared caches and
+cores: compare runs taken back to back). Then, for summaries at their size bound (64
+exact filters; coarse beyond), of N subscriptions and of a merge of 10 such summaries:
+the false-positive rate (``Summary.precision``: yes answers on events no filter
+matches), the CBOR size and the build time.
 
 Run: .venv/bin/python bench/matching.py [--quick]
 (--quick: 1k and 10k subscriptions, fewer events, summaries up to 1,000 filters.)
@@ -28,6 +32,7 @@ Run: .venv/bin/python bench/matching.py [--quick]
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import time
@@ -84,10 +89,10 @@ def event(rng: random.Random) -> Event:
 
 def build(filters: list[Filter]) -> tuple[Index, float]:
     index = Index()
-    start = time.perf_counter()
+    start = time.process_time()
     for key, f in enumerate(filters):
         index.add(key, f)
-    return index, (time.perf_counter() - start) / len(filters) * 1e6
+    return index, (time.process_time() - start) / len(filters) * 1e6
 
 
 def index_memory(filters: list[Filter]) -> int:
@@ -105,32 +110,34 @@ def measure_index(count: int, events: int, sample: int, rng: random.Random) -> N
     evs = [event(rng) for _ in range(events)]
     index, add_us = build(filters)
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     matched = sum(len(index.match(e)) for e in evs)
-    index_rate = events / (time.perf_counter() - start)
+    index_rate = events / (time.process_time() - cpu)
+    wall_rate = events / (time.perf_counter() - start)
 
     sample_evs = evs[:sample]
-    start = time.perf_counter()
+    cpu = time.process_time()
     one_by_one = [{k for k, f in enumerate(filters) if f.matches(e)} for e in sample_evs]
-    brute_rate = len(sample_evs) / (time.perf_counter() - start)
+    brute_rate = len(sample_evs) / (time.process_time() - cpu)
     assert one_by_one == [index.match(e) for e in sample_evs], "index disagrees"
 
     removed = range(0, count, 10)
-    start = time.perf_counter()
+    cpu = time.process_time()
     for key in removed:
         index.remove(key)
-    remove_us = (time.perf_counter() - start) / len(removed) * 1e6
-    start = time.perf_counter()
+    remove_us = (time.process_time() - cpu) / len(removed) * 1e6
+    cpu = time.process_time()
     for key in removed:
         index.add(key, filters[key])
-    readd_us = (time.perf_counter() - start) / len(removed) * 1e6
+    readd_us = (time.process_time() - cpu) / len(removed) * 1e6
     assert one_by_one == [index.match(e) for e in sample_evs], "index disagrees after churn"
 
     memory = index_memory(filters)
-    print(f"{count:>7,} subs | index {index_rate:>8,.0f} ev/s | one-by-one {brute_rate:>7,.1f} "
-          f"ev/s ({len(sample_evs)} ev) | x{index_rate / brute_rate:>5,.0f} | match rate "
-          f"{matched / events / count:.3%} | index memory {memory / 2**20:5.1f} MiB | add "
-          f"{add_us:4.1f} us (re-add {readd_us:4.1f}) | remove {remove_us:4.1f} us")
+    print(f"{count:>7,} subs | index {index_rate:>7,.0f} ev/s (wall {wall_rate:>7,.0f}) | "
+          f"one-by-one {brute_rate:>7,.1f} ev/s ({len(sample_evs)} ev) | "
+          f"x{index_rate / brute_rate:>5,.0f} | match rate {matched / events / count:.3%} | "
+          f"index memory {memory / 2**20:5.1f} MiB | add {add_us:4.1f} us "
+          f"(re-add {readd_us:4.1f}) | remove {remove_us:4.1f} us")
 
 
 def measure_summary(count: int, rng: random.Random) -> None:
@@ -159,6 +166,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a fast smoke run")
     args = parser.parse_args()
     rng = random.Random(7)
+    print(f"Python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f} on "
+          f"{os.cpu_count()} cores; events/s per CPU second of this process")
     for count in [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]:
         events = 1000 if args.quick else 5000
         sample = {1_000: 200, 10_000: 50, 100_000: 10}[count]
