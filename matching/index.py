@@ -195,8 +195,7 @@ class Index:
         for name, value in attrs.items():
             if value is None:
                 continue
-            bucket = present.get(name)
-            if bucket is not None:
+            if present and (bucket := present.get(name)) is not None:
                 _collect(bucket, hits, pending)
             # kind_of, unrolled for the plain types: this loop runs per event attribute.
             cls = value.__class__
