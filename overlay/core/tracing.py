@@ -1,4 +1,4 @@
-"""Trace writer: TRACES.md records as JSON lines into per-node files.
+"""Trace writer: structlog renders TRACES.md records as JSON lines into per-node files.
 
 Each node writes ``<trace_dir>/<node-hex-id>.jsonl``. When the current file passes
 ``max_bytes`` it is closed and renamed to the next free ``.jsonl.N`` (N = 1, 2, ...),
@@ -12,12 +12,15 @@ descriptors between flushes.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from collections.abc import Callable
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
+
+import structlog
 
 DEFAULT_MAX_BYTES = 64 << 20
 DEFAULT_BUFFER_BYTES = 32 << 10
@@ -116,13 +119,23 @@ def render(record: dict[str, Any]) -> str:
         return _encode({key: _finite(value) for key, value in record.items()})
 
 
+#: A bound-logger class whose methods render without level checks or lookups.
+_LOGGER_CLASS = structlog.make_filtering_bound_logger(logging.NOTSET)
+
+
+def _render(_logger: Any, _method: str, event_dict: dict[str, Any]) -> str:
+    """structlog's one processor: the record (built in :meth:`NodeTracer.write`, in its
+    fixed field order) as one JSON line."""
+    return render(event_dict["record"])
+
+
 class NodeTracer:
-    """Writes one node's trace records.
+    """Writes one node's trace records through structlog.
 
     Field order is fixed (ts, node, ev, run, then the record's own fields in the order
-    the core gave them) so that equal runs give byte-identical files. Records are
-    rendered here, with no logging framework in between: a daemon writes several per
-    event, so this is on the publish path.
+    the core gave them) so that equal runs give byte-identical files. A daemon writes
+    several records per event, so the pipeline is kept to one processor that renders
+    the record built here with a JSON encoder made once.
     """
 
     def __init__(
@@ -138,6 +151,10 @@ class NodeTracer:
         self.node = node_hex
         self.run = run
         self.file = RotatingJsonlFile(directory / f"{node_hex}.jsonl", max_bytes, buffer_bytes)
+        # Bound at once (no lazy proxy) with structlog's generated fast logger class.
+        self._log = structlog.wrap_logger(
+            self.file, processors=[_render], context_class=dict, wrapper_class=_LOGGER_CLASS,
+        ).bind()
 
     def write(self, ts: float, ev: str, fields: dict[str, Any]) -> None:
         if self.run is None:
@@ -145,7 +162,7 @@ class NodeTracer:
         else:
             record = {"ts": ts, "node": self.node, "ev": ev, "run": self.run}
         record.update(fields)
-        self.file.msg(render(record))
+        self._log.info(ev, record=record)
 
     def flush(self) -> None:
         self.file.flush()
