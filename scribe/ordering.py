@@ -213,6 +213,19 @@ class Ordering:
     def ask_start(self, now: float, tree: TopicTree) -> None:
         """This node has no position, and its parent sent it copies from one it never
         heard: ask the parent (a ``fresh`` pull), at most once per heartbeat interval."""
+        self._ask_parent(now, tree, 0, fresh=True)
+
+    def pull(self, now: float, tree: TopicTree, need: int | None = None) -> None:
+        """Ask the parent for what follows this node's position (or ``need``, for a
+        child's pull this node's log cannot answer), at most once per heartbeat interval."""
+        st = tree.stream
+        if need is not None:
+            st.need = need if st.need is None else min(st.need, need)
+        if st.through is None or tree.is_root or st.catch_up_after is not None:
+            return
+        self._ask_parent(now, tree, st.through if st.need is None else min(st.through, st.need))
+
+    def _ask_parent(self, now: float, tree: TopicTree, after: int, fresh: bool = False) -> None:
         s = self.s
         st = tree.stream
         if tree.parent is None or (st.pull_sent is not None
@@ -220,26 +233,7 @@ class Ordering:
             return
         s.trace("repair", topic=tree.topic, msg_id=None, **{"from": s.hex(tree.parent.id)},
                 kind="gap")
-        s.send(tree.parent, Pull(tree.topic, s.me, 0, fresh=True))
-        st.pull_sent = now
-        s.wake(now)
-
-    def pull(self, now: float, tree: TopicTree, need: int | None = None) -> None:
-        """Ask the parent for what follows this node's position (or ``need``, for a
-        child's pull this node's log cannot answer), at most once per heartbeat interval."""
-        s = self.s
-        st = tree.stream
-        if need is not None:
-            st.need = need if st.need is None else min(st.need, need)
-        if st.through is None or tree.parent is None or tree.is_root or \
-                st.catch_up_after is not None:
-            return
-        if st.pull_sent is not None and now - st.pull_sent < s.config.heartbeat_interval:
-            return
-        after = st.through if st.need is None else min(st.through, st.need)
-        s.trace("repair", topic=tree.topic, msg_id=None, **{"from": s.hex(tree.parent.id)},
-                kind="gap")
-        s.send(tree.parent, Pull(tree.topic, s.me, after))
+        s.send(tree.parent, Pull(tree.topic, s.me, after, fresh=fresh))
         st.pull_sent = now
         s.wake(now)
 
