@@ -3,7 +3,8 @@
 A subscription is expected to receive an event when it is on the event's topic, was
 active at the event's ``publish`` time (subscribed before, not yet unsubscribed) and
 its filter matches the event's attrs. Filters are evaluated inside Spark, in Python
-workers (``mapInArrow``), with the project's ``matching`` package.
+workers (``mapInArrow``), with the project's ``matching`` package, once per event and
+distinct filter text.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import pandas as pd
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -23,14 +23,10 @@ from spark_analysis.schema import Ev, order_key
 
 MISSING_FILTER = "subscribe record has no filter"
 
-PAIR_COLUMNS = ("topic", "msg_id", "node", "sub", "pub_ts")
-EXPECTED_SCHEMA = T.StructType(
+VERDICT_SCHEMA = T.StructType(
     [
-        T.StructField("topic", T.StringType()),
         T.StructField("msg_id", T.StringType()),
-        T.StructField("node", T.StringType()),
-        T.StructField("sub", T.LongType()),
-        T.StructField("pub_ts", T.DoubleType()),
+        T.StructField("filter", T.StringType()),
         T.StructField("match_error", T.StringType()),
     ]
 )
@@ -101,17 +97,20 @@ def subscriptions(records: DataFrame) -> DataFrame:
     )
 
 
-def _filter_status(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-    for pdf in batches:
+def _filter_status(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
         errors: list[str | None] = []
-        for text in pdf["filter"]:
+        for text in batch.column("filter").to_pylist():
             if text is None:
                 errors.append(MISSING_FILTER)
             elif text == "":
                 errors.append(None)  # matches everything; no parser needed
             else:
                 errors.append(_parse_error(text))
-        yield pd.DataFrame({"filter": pdf["filter"], "filter_error": errors})
+        yield pa.RecordBatch.from_arrays(
+            [batch.column("filter"), pa.array(errors, pa.string())],
+            names=["filter", "filter_error"],
+        )
 
 
 def _parse_error(text: str) -> str | None:
@@ -132,7 +131,8 @@ def check_filters(subs: DataFrame) -> DataFrame:
     Each distinct filter text is parsed once; the texts are few next to the events.
     """
     texts = subs.select("filter").distinct()
-    status = texts.mapInPandas(_filter_status, FILTER_STATUS_SCHEMA)
+    # Arrow batches, not pandas: the worker never imports pandas for a few strings.
+    status = texts.mapInArrow(_filter_status, FILTER_STATUS_SCHEMA)
     return subs.join(status, subs["filter"].eqNullSafe(status["filter"]), "left").drop(
         status["filter"]
     )
@@ -154,24 +154,34 @@ def active_at_publish(sub: str = "s", pub: str = "p") -> Column:
     return started & not_ended
 
 
+def _pairs(pubs: DataFrame, subs: DataFrame, on_filter: bool) -> DataFrame:
+    """Events joined with the broadcast subscriptions of their topic active at publish."""
+    cond = (F.col("p.topic") == F.col("s.topic")) & active_at_publish("s", "p")
+    if on_filter:
+        cond = cond & (F.col("p.filter") == F.col("s.filter"))
+    return pubs.alias("p").join(F.broadcast(subs.alias("s")), cond)
+
+
+def _pair_columns(*extra: Column) -> list[Column]:
+    """topic, msg_id, node, sub, pub_ts of a :func:`_pairs` row, then ``extra``."""
+    return [
+        F.col("p.topic").alias("topic"),
+        F.col("p.msg_id").alias("msg_id"),
+        F.col("s.node").alias("node"),
+        F.col("s.sub").alias("sub"),
+        F.col("p.pub_ts").alias("pub_ts"),
+        *extra,
+    ]
+
+
 def candidate_pairs(pubs: DataFrame, subs: DataFrame) -> DataFrame:
     """(event, subscription) pairs on the same topic with the subscription active.
 
     Subscriptions are broadcast: a run has far fewer of them than events, and each
     event meets only its own topic's subscriptions.
     """
-    joined = pubs.alias("p").join(
-        F.broadcast(subs.alias("s")),
-        (F.col("p.topic") == F.col("s.topic")) & active_at_publish("s", "p"),
-    )
-    return joined.select(
-        F.col("p.topic").alias("topic"),
-        F.col("p.msg_id").alias("msg_id"),
-        F.col("s.node").alias("node"),
-        F.col("s.sub").alias("sub"),
-        F.col("p.pub_ts").alias("pub_ts"),
-        F.col("p.attrs").alias("attrs"),
-        F.col("s.filter").alias("filter"),
+    return _pairs(pubs, subs, on_filter=False).select(
+        *_pair_columns(F.col("p.attrs").alias("attrs"), F.col("s.filter").alias("filter"))
     )
 
 
@@ -184,26 +194,30 @@ def _decode_attrs(text: str | None) -> dict[str, Any]:
     return value
 
 
-def _match_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Keep the pairs whose filter matches; report pairs whose evaluation failed."""
+def _verdict_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """(msg_id, filter, match_error) of the (event, filter) rows whose filter matches
+    the event's attrs (error null) or failed to evaluate (error set); others dropped.
+
+    Each filter text is parsed once per worker, each attrs text decoded once per batch.
+    """
     import matching  # imported in the worker
 
     parsed: dict[str, Any] = {}
     for batch in batches:
+        msg_ids = batch.column("msg_id")
         filters = batch.column("filter").to_pylist()
         attrs_texts = batch.column("attrs").to_pylist()
+        decoded: dict[str | None, dict[str, Any] | Exception] = {}
         keep: list[int] = []
         errors: list[str | None] = []
-        last_text: str | None = None
-        attrs: dict[str, Any] | Exception = {}
         for i, (text, attrs_text) in enumerate(zip(filters, attrs_texts, strict=True)):
-            # Pairs of one event arrive together: decode its attrs once.
-            if i == 0 or attrs_text != last_text:
-                last_text = attrs_text
+            attrs = decoded.get(attrs_text)
+            if attrs is None:
                 try:
                     attrs = _decode_attrs(attrs_text)
                 except ValueError as exc:
                     attrs = exc
+                decoded[attrs_text] = attrs
             flt = parsed.get(text)
             if flt is None:
                 flt = parsed[text] = matching.parse(text)
@@ -216,24 +230,34 @@ def _match_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
             except Exception as exc:  # matching promises none; count it, do not stop
                 keep.append(i)
                 errors.append(f"{type(exc).__name__}: {exc}")
-        picked = batch.take(pa.array(keep, type=pa.int64()))
+        picked = pa.array(keep, type=pa.int64())
+        columns = [msg_ids.take(picked), batch.column("filter").take(picked)]
         yield pa.RecordBatch.from_arrays(
-            [picked.column(name) for name in PAIR_COLUMNS] + [pa.array(errors, pa.string())],
-            names=[*PAIR_COLUMNS, "match_error"],
+            [*columns, pa.array(errors, pa.string())], names=["msg_id", "filter", "match_error"]
         )
 
 
-def match_pairs(pairs: DataFrame) -> DataFrame:
-    """Pairs whose filter matches the event's attrs, plus pairs that failed to evaluate.
+def filter_verdicts(pubs: DataFrame, subs: DataFrame) -> DataFrame:
+    """(msg_id, filter, match_error) for each event and each distinct filter of its
+    topic's subscriptions that matches the event's attrs (``match_error`` null) or
+    failed to evaluate on them (``match_error`` set).
 
-    The empty filter matches everything without a trip to Python. Pairs must only
-    carry filters that parse (see :func:`check_filters`). Output: ``EXPECTED_SCHEMA``;
-    ``match_error`` is null for a match.
+    Many subscriptions share a filter text, so evaluating each distinct filter once per
+    event, rather than once per (event, subscription) pair, sends several times fewer
+    rows through the Python workers. The empty filter matches everything without a
+    trip to Python. ``subs`` must only carry filters that parse (see
+    :func:`check_filters`).
     """
-    match_all = pairs.filter(F.col("filter") == "").select(
-        *PAIR_COLUMNS, F.lit(None).cast("string").alias("match_error")
+    filters = subs.select("topic", "filter").distinct()
+    per_event = pubs.select("topic", "msg_id", "attrs").join(F.broadcast(filters), "topic")
+    match_all = per_event.filter(F.col("filter") == "").select(
+        "msg_id", "filter", F.lit(None).cast("string").alias("match_error")
     )
-    evaluated = pairs.filter(F.col("filter") != "").mapInArrow(_match_batches, EXPECTED_SCHEMA)
+    evaluated = (
+        per_event.filter(F.col("filter") != "")
+        .select("msg_id", "filter", "attrs")
+        .mapInArrow(_verdict_batches, VERDICT_SCHEMA)
+    )
     return match_all.unionByName(evaluated)
 
 
@@ -241,7 +265,15 @@ def expected_receivers(pubs: DataFrame, checked_subs: DataFrame) -> DataFrame:
     """(topic, msg_id, node, sub, pub_ts, match_error) for every expected delivery.
 
     Subscriptions whose filter does not parse match nothing. Rows with a
-    ``match_error`` are not expected deliveries; they are kept to be counted.
+    ``match_error`` are not expected deliveries; they are kept to be counted (one per
+    pair, as each pair's evaluation would have failed).
+
+    Each event carries its verdicts (one row per matching filter of its topic); the
+    broadcast subscriptions then join on topic, the same filter text, and activity at
+    the publish, so (event, subscription) pairs are only ever built for matches.
     """
     valid = checked_subs.filter(F.col("filter_error").isNull())
-    return match_pairs(candidate_pairs(pubs, valid))
+    events = pubs.join(filter_verdicts(pubs, valid), "msg_id")
+    return _pairs(events, valid, on_filter=True).select(
+        *_pair_columns(F.col("p.match_error").alias("match_error"))
+    )

@@ -10,7 +10,21 @@ from spark_analysis.schema import Ev, order_key
 from spark_analysis.stats import per_topic_and_overall
 
 
-def tree_records_in_use(records: DataFrame, ev: str) -> DataFrame:
+def last_event_per_topic(records: DataFrame) -> DataFrame:
+    """(topic, last_event_ts): the latest ``publish`` or ``deliver`` record of each topic.
+
+    One row per topic, so later joins broadcast it.
+    """
+    return (
+        records.filter(F.col("ev").isin(Ev.PUBLISH, Ev.DELIVER) & F.col("topic").isNotNull())
+        .groupBy("topic")
+        .agg(F.max("ts").alias("last_event_ts"))
+    )
+
+
+def tree_records_in_use(
+    records: DataFrame, ev: str, last_event: DataFrame | None = None
+) -> DataFrame:
     """``ev`` records (``tree`` or ``tree_leave``) of each topic up to its last ``publish``
     or ``deliver`` record; all of them for a topic that carried no event.
 
@@ -18,16 +32,15 @@ def tree_records_in_use(records: DataFrame, ev: str) -> DataFrame:
     later ``tree_leave``. Read over a whole trace that ends with every daemon stopping
     gracefully, every node has left and no tree remains. The tree that matters is the
     one that carried the events, so records after a topic's last event are left out.
+    ``last_event`` (from :func:`last_event_per_topic`) can be passed in so that the
+    large ``deliver`` partition is scanned once for both record types.
     """
-    last_event = (
-        records.filter(F.col("ev").isin(Ev.PUBLISH, Ev.DELIVER) & F.col("topic").isNotNull())
-        .groupBy("topic")
-        .agg(F.max("ts").alias("last_event_ts"))
-    )
+    if last_event is None:
+        last_event = last_event_per_topic(records)
     return (
         of_type(records, ev)
         .filter(F.col("topic").isNotNull())
-        .join(last_event, "topic", "left")
+        .join(F.broadcast(last_event), "topic", "left")
         .filter(F.col("last_event_ts").isNull() | (F.col("ts") <= F.col("last_event_ts")))
         .drop("last_event_ts")
     )
@@ -42,13 +55,15 @@ def tree_members(records: DataFrame) -> DataFrame:
     node's record order (ts, then position in its trace), so a leave and a rejoin in
     the same simulated instant resolve the way they were written.
     """
-    trees = tree_records_in_use(records, Ev.TREE)
+    # Tiny (one row per topic) and used twice: computed once, kept on the driver side.
+    last_event = last_event_per_topic(records).localCheckpoint()
+    trees = tree_records_in_use(records, Ev.TREE, last_event)
     latest = trees.groupBy("topic", "node").agg(
         F.max_by(F.struct("parent", "role"), order_key()).alias("s"),
         F.max(order_key()).alias("joined_at"),
     )
     leaves = (
-        tree_records_in_use(records, Ev.TREE_LEAVE)
+        tree_records_in_use(records, Ev.TREE_LEAVE, last_event)
         .groupBy("topic", "node")
         .agg(F.max(order_key()).alias("left_at"))
     )
@@ -68,17 +83,23 @@ def tree_depths(members: DataFrame) -> DataFrame:
     that is not in the tree are never reached: their depth stays null (counted as
     detached), rather than looping or guessing. Each step is checkpointed so the plan
     does not grow with the depth.
+
+    Members are one row per (topic, node), tiny next to the records: the state is kept
+    in one partition and the frontier broadcast, so a level costs one small task
+    instead of a shuffle (every level used to shuffle the whole state twice).
     """
-    state = members.withColumn(
-        "depth", F.when(F.col("parent").isNull(), F.lit(0)).cast("int")
-    ).localCheckpoint()
+    state = (
+        members.withColumn("depth", F.when(F.col("parent").isNull(), F.lit(0)).cast("int"))
+        .coalesce(1)
+        .localCheckpoint()
+    )
     depth = 0
     while True:
         frontier = state.filter(F.col("depth") == depth).select(
             F.col("topic").alias("f_topic"), F.col("node").alias("f_node")
         )
         joined = state.join(
-            frontier,
+            F.broadcast(frontier),
             (F.col("topic") == F.col("f_topic"))
             & (F.col("parent") == F.col("f_node"))
             & F.col("depth").isNull(),

@@ -40,7 +40,12 @@ def pub(ts: float, node: str, mid: str, attrs: str = "{}") -> dict[str, object]:
 
 
 def dlv(
-    ts: float, node: str, sid: int, mid: str, dup: bool = False, hop: int = 1,
+    ts: float,
+    node: str,
+    sid: int,
+    mid: str,
+    dup: bool = False,
+    hop: int = 1,
     replay: bool | None = None,
 ) -> dict[str, object]:
     record: dict[str, object] = {
@@ -114,8 +119,13 @@ def test_outcomes_duplicates_and_false_deliveries(spark: SparkSession) -> None:
     assert lat["a"] == pytest.approx(500.0) and lat["b"] == pytest.approx(200.0)
     assert lat["c"] is None and lat["z"] is None and lat["y"] is None
     counts = rows_by_scope(delivery.delivery_counts(outcomes))[None][0]
-    assert counts == {"expected": 3, "delivered": 2, "false_deliveries": 1, "replayed": 1,
-                      "duplicates": 3}
+    assert counts == {
+        "expected": 3,
+        "delivered": 2,
+        "false_deliveries": 1,
+        "replayed": 1,
+        "duplicates": 3,
+    }
     shares = rows_by_scope(delivery.reach_shares(delivery.per_event(outcomes)))["t"][0]
     # 2 of 3 delivered: neither over 90% nor under 10%
     assert shares == {"events_with_receivers": 1, "events_over_90": 0, "events_under_10": 0}
@@ -141,3 +151,50 @@ def test_filters_decide_and_bad_filters_match_nothing(spark: SparkSession) -> No
         exp.select("msg_id", "node", "match_error"),
         [("m1", "a", None), ("m1", "b", None), ("m1", "d", None)],
     )
+
+
+@pytest.mark.skipif(not matching_available(), reason="matching package not landed yet")
+def test_each_distinct_filter_is_judged_once_per_event(spark: SparkSession) -> None:
+    records = records_df(
+        spark,
+        [
+            sub(1.0, "a", 1, "price > 50"),
+            sub(1.0, "b", 1, "price > 50"),  # same text: one verdict serves both
+            sub(1.0, "c", 1, ""),
+            sub(1.0, "d", 1, "price > 50", topic="other"),  # other topic: not paired
+            sub(3.0, "e", 1, "price > 50"),  # after m1, before m2
+            pub(2.0, "p", "m1", '{"price": 70}'),
+            pub(4.0, "p", "m2", '{"price": 10}'),
+        ],
+    )
+    subs = expected.check_filters(expected.subscriptions(records))
+    pubs = expected.publishes(records)
+    verdicts = expected.filter_verdicts(pubs, subs)
+    assert_df_equal(verdicts, [("m1", "price > 50", None), ("m1", "", None), ("m2", "", None)])
+    exp = expected.expected_receivers(pubs, subs)
+    assert_df_equal(
+        exp.select("msg_id", "node", "sub", "pub_ts", "match_error"),
+        [
+            ("m1", "a", 1, 2.0, None),
+            ("m1", "b", 1, 2.0, None),
+            ("m1", "c", 1, 2.0, None),
+            ("m2", "c", 1, 4.0, None),
+        ],
+    )
+
+
+@pytest.mark.skipif(not matching_available(), reason="matching package not landed yet")
+def test_attrs_that_fail_to_decode_count_once_per_pair(spark: SparkSession) -> None:
+    records = records_df(
+        spark,
+        [
+            sub(1.0, "a", 1, "price > 50"),
+            sub(1.0, "b", 1, "price > 50"),
+            pub(2.0, "p", "m1", "[1]"),  # not an object: the evaluation fails
+        ],
+    )
+    subs = expected.check_filters(expected.subscriptions(records))
+    exp = expected.expected_receivers(expected.publishes(records), subs)
+    rows = exp.select("node", "match_error").collect()
+    assert sorted(r["node"] for r in rows) == ["a", "b"]
+    assert all(r["match_error"] for r in rows)
