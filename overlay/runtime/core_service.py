@@ -33,6 +33,7 @@ import itertools
 import random
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import trio
@@ -255,6 +256,9 @@ class CoreService:
 
     def _call(self, fn: Callable[[Any, float], Any]) -> Any:
         return self.daemon.call(lambda node, now: fn(self.core_of(node), now))
+
+    def batch(self) -> AbstractContextManager[None]:
+        return self.daemon.batch()
 
 
 __all__ = ["DEFAULT_PUBLISH_TIMEOUT", "CoreService"]

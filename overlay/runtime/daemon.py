@@ -22,9 +22,11 @@ Extending it (the local API server of a later issue, an application core):
 
 from __future__ import annotations
 
+import contextlib
 import random
 import signal
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
 import trio
@@ -154,6 +156,13 @@ class Daemon:
         if self.driver is None:
             raise RuntimeError("the daemon is not running")
         return self.driver.call(fn)
+
+    def batch(self) -> AbstractContextManager[None]:
+        """Calls inside carry out their effects together at the end
+        (:meth:`CoreDriver.batch`); nothing inside may await."""
+        if self.driver is None:
+            return contextlib.nullcontext()
+        return self.driver.batch()
 
     async def _leave(self) -> None:
         if self.kind is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from contextlib import AbstractContextManager
 from typing import Any
 
 import trio
@@ -16,6 +18,7 @@ class FakeService:
 
     def __init__(self) -> None:
         self.is_ready = True
+        self.batches = 0
         self.subs: dict[int, tuple[Subscribe, Sink]] = {}
         self.ended: list[tuple[int, str]] = []
         self.renewed: list[tuple[int, float]] = []
@@ -30,6 +33,10 @@ class FakeService:
     @property
     def ready(self) -> bool:
         return self.is_ready
+
+    def batch(self) -> AbstractContextManager[None]:
+        self.batches += 1
+        return contextlib.nullcontext()
 
     def subscribe(self, request: Subscribe, sink: Sink) -> int:
         if request.filter.startswith("bad"):

@@ -110,7 +110,8 @@ class ApiConnection:
     async def _read_loop(self) -> None:
         """Handle what each read brings before the next wait, ``REQUESTS_PER_TURN`` at a
         time: most requests are answered without a checkpoint, so their replies (and the
-        pushes they cause) leave in one write per connection per turn, and other tasks
+        pushes they cause) leave in one write per connection per turn, a turn's overlay
+        work is carried out in one batch (``PubSubService.batch``), and other tasks
         (peers, timers, other clients) get their turn between."""
         decoder = FrameDecoder(self.config.max_frame)
         decode = MapDecoder()
@@ -121,23 +122,37 @@ class ApiConnection:
                     decoder.close()
                     return
                 decoder.feed(data)
-                handled = 0
-                while not self._closing and (body := decoder.next_body()) is not None:
-                    if handled == REQUESTS_PER_TURN:
-                        handled = 0
-                        await trio.lowlevel.checkpoint()
-                        if self._closing:
-                            break
-                    handled += 1
-                    blocked = self._handle(decode(body))
+                while not self._closing:
+                    with self.service.batch():
+                        more, blocked = self._handle_turn(decoder, decode)
                     if blocked is not None:
                         await self._publish_when_room(*blocked)
+                    elif more:
+                        await trio.lowlevel.checkpoint()
+                    else:
+                        break
         except FrameError as exc:
             self.server.stats["bad_frames"] += 1
             self._close_with(ApiError(BAD_FRAME, str(exc)))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return
         await trio.sleep_forever()  # until the writer (or the close deadline) ends us
+
+    def _handle_turn(self, decoder: FrameDecoder,
+                     decode: MapDecoder) -> tuple[bool, tuple[int, Publish] | None]:
+        """Up to ``REQUESTS_PER_TURN`` of the requests read so far, with no checkpoint.
+        Returns whether more may be waiting, and a publish that must first wait for room
+        among the in-flight publishes (it ends the turn)."""
+        for _ in range(REQUESTS_PER_TURN):
+            if self._closing:
+                return False, None
+            body = decoder.next_body()
+            if body is None:
+                return False, None
+            blocked = self._handle(decode(body))
+            if blocked is not None:
+                return True, blocked
+        return True, None
 
     def _handle(self, req: dict[str, Any]) -> tuple[int, Publish] | None:
         """Handle one request; a publish that must wait for room among the in-flight

@@ -9,6 +9,7 @@ the ``Sink`` each subscription was created with.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -96,3 +97,8 @@ class PubSubService(Protocol):
         ...
 
     def status(self) -> dict[str, Any]: ...
+
+    def batch(self) -> AbstractContextManager[None]:
+        """Requests handled inside have their overlay work carried out together when it
+        ends (one pass for a burst of publishes); nothing inside awaits."""
+        ...
