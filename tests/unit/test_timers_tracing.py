@@ -47,19 +47,33 @@ def test_tracer_buffers_until_flush(tmp_path: Path) -> None:
     assert last == {"ts": 2.0, "node": "01", "ev": "node_down", "reason": "stop", "bad": None}
 
 
-def test_tracer_renders_as_json_dumps_did(tmp_path: Path) -> None:
-    """The trace line format is fixed: the renderer's bytes are those of
-    ``json.dumps(record, separators=(",", ":"))`` (ASCII, repr floats), bytes as hex,
-    sets sorted, tuples as lists, key order kept."""
+def test_tracer_line_format(tmp_path: Path) -> None:
+    """A trace line is one compact JSON object in UTF-8, keys in the record's order
+    (ts, node, ev, run, then the fields), bytes as hex, sets sorted, tuples as lists,
+    NaN and infinities (nested too) as null; ints beyond 64 bits survive exactly."""
     fields: dict[str, Any] = {
         "topic": "caf\u00e9/\u2603 \"q\" \\ \n", "msg_id": "00ff", "attrs": {"b": 1.5, "a": True},
         "raw": b"\x00\xfe", "kids": {"z", "a"}, "frozen": frozenset({3, 1}), "pair": (1, "x"),
         "big": 1 << 70, "small": 1e-05, "neg": -0.0, "none": None, "nested": [{"k": [1.25e300]}],
+        "inf": [float("inf")],
     }
     tracer = NodeTracer(tmp_path, "0a", run="r1", buffer_bytes=1 << 20)
     tracer.write(1732365000.123456, "publish", fields)
+    tracer.write_all([(1.5, "deliver", {"topic": "caf\u00e9", "seq": 1, "bad": float("nan")}),
+                      (2.5, "deliver", {"seq": 2, "nested": {"x": float("-inf")}})])
     tracer.close()
-    line = (tmp_path / "0a.jsonl").read_text()
+    data = (tmp_path / "0a.jsonl").read_bytes()
+    lines = data.decode("utf-8").split("\n")
+    assert lines[-1] == "" and len(lines) == 4
     expected = {"ts": 1732365000.123456, "node": "0a", "ev": "publish", "run": "r1", **fields,
-                "raw": "00fe", "kids": ["a", "z"], "frozen": [1, 3], "pair": [1, "x"]}
-    assert line == json.dumps(expected, separators=(",", ":")) + "\n"
+                "raw": "00fe", "kids": ["a", "z"], "frozen": [1, 3], "pair": [1, "x"],
+                "inf": [None]}
+    first = json.loads(lines[0])
+    assert first == expected and list(first) == list(expected)
+    assert json.dumps(first["neg"]) == "-0.0"
+    assert json.loads(lines[1]) == {"ts": 1.5, "node": "0a", "ev": "deliver", "run": "r1",
+                                    "topic": "caf\u00e9", "seq": 1, "bad": None}
+    assert json.loads(lines[2])["nested"] == {"x": None}
+    # Compact: the only spaces are those inside the topic text.
+    assert lines[1].count(" ") == 0 and lines[0].count(" ") == fields["topic"].count(" ")
+    assert '"topic":"caf\u00e9"' in lines[1]  # UTF-8 text, not a \\u escape
