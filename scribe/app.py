@@ -181,7 +181,10 @@ class ScribeApp:
         follows once the root numbered it (reliable: and its replicas hold it; until
         then the event is sent again every ``publish_retry``). Raises ``ValueError``
         for bad input."""
-        return self.publishing.publish(now, topic, attrs, payload, msg_id, ts, reliable)
+        msg_id = self.publishing.publish(now, topic, attrs, payload, msg_id, ts, reliable)
+        if self._settling:  # as after a delivery: this node may have become the root
+            self._announce_in_effect()
+        return msg_id
 
     def _announce_in_effect(self) -> None:
         """A ``subscribed`` notice for each new subscription that is in effect now."""

@@ -106,6 +106,22 @@ class EventBody(Record):
         if self.seq is not None and self.seq < 1:
             raise ValueError("seq starts at 1")
 
+    def numbered(self, seq: int) -> EventBody:
+        """This event with the root's number: the other fields were checked when this
+        one was made, so the copy skips ``__post_init__`` (the root does it per event)."""
+        if seq < 1:
+            raise ValueError("seq starts at 1")
+        copy = object.__new__(EventBody)
+        put = object.__setattr__
+        put(copy, "topic", self.topic)
+        put(copy, "msg_id", self.msg_id)
+        put(copy, "seq", seq)
+        put(copy, "attrs", self.attrs)
+        put(copy, "payload", self.payload)
+        put(copy, "publisher", self.publisher)
+        put(copy, "ts", self.ts)
+        return copy
+
 
 #: Most events one message (a fill, a handover, a replica sync) carries.
 MAX_BATCH = 512

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import replace
 
 from chord.kbr import NodeRef
 from scribe.dissemination import Dissemination
@@ -56,7 +55,12 @@ class Publishing:
         if reliable:
             self.unacked[(topic, msg_id)] = (msg, now, now)
             s.wake(now)
-        self._toward_root(now, msg)
+        root = self.roots.get(topic)
+        if (root is None or root.id == s.me.id) and s.host.is_responsible(s.mid(topic)):
+            # The key is this node's: no route to start (nor a 0-hop ``lookup`` record).
+            self.at_root(now, msg)
+        else:
+            self._toward_root(now, msg)
         return msg_id
 
     def retry(self, now: float) -> None:
@@ -86,13 +90,19 @@ class Publishing:
         """``deliver`` up-call: this node is responsible for the topic's key."""
         s = self.s
         topic = msg.body.topic
-        self.membership.claim_root(now, topic)
         retention = self.retention
-        retention.adopt_replica(topic)
+        tree = s.trees.get(topic)
+        if topic not in s.seq or topic not in s.numbering or topic in retention.replica or (
+                tree is not None and not tree.is_root):
+            # Not established as the topic's root yet, or no counter (maybe a blind
+            # takeover to recover from); the common case, one more event of a topic this
+            # node numbers and counts, has nothing to do here.
+            self.membership.claim_root(now, topic)
+            retention.adopt_replica(topic)
         seq = retention.numbered(topic, msg.body.msg_id)
         if seq is not None:  # a retried publish: same number, not sent down again
             if not retention.also_waiting(topic, msg.body.msg_id, msg.origin):
-                retention.answer(replace(msg.body, seq=seq), msg.origin)
+                retention.answer(msg.body.numbered(seq), msg.origin)
             return
         if topic in s.recovering:
             # Maybe a root failed with every copy of its counter: numbering from 1 would
@@ -101,7 +111,7 @@ class Publishing:
             return
         seq = s.seq.get(topic, 0) + 1
         s.seq[topic] = seq
-        body = replace(msg.body, seq=seq)
+        body = msg.body.numbered(seq)
         if retention.keep(now, body, msg.origin, msg.reliable):
             retention.answer(body, msg.origin)
             retention.release_ready(now, topic)

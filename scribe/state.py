@@ -17,6 +17,8 @@ from scribe.subscriptions import Subscriptions
 from scribe.summaries import Digest, aggregate
 from scribe.tree import ChildEdge, Role, TopicTree
 
+#: Most topic keys kept hashed.
+KEY_CACHE_SIZE = 4096
 #: Name of the maintenance timer (heartbeats, time-outs, forgetting old events).
 TICK = "tick"
 
@@ -44,6 +46,8 @@ class ScribeState:
         #: Catch-up pulls that reached this root while it was recovering, by puller id.
         self.held_pulls: dict[str, dict[int, Pull]] = {}
         self.timers = Timers()
+        #: Topic -> its key, for the topics seen lately (hashed once, not per event).
+        self._keys: dict[str, int] = {}
 
     # -- identities ----------------------------------------------------------------------
 
@@ -51,7 +55,12 @@ class ScribeState:
         return format_id(node_id, self.bits)
 
     def mid(self, topic: str) -> int:
-        return hash_id(topic, self.bits)
+        key = self._keys.get(topic)
+        if key is None:
+            if len(self._keys) >= KEY_CACHE_SIZE:
+                self._keys.clear()  # a plain bound: topics seen again are hashed again
+            key = self._keys[topic] = hash_id(topic, self.bits)
+        return key
 
     # -- effects -------------------------------------------------------------------------
 
