@@ -78,7 +78,7 @@ class Unsubscribe:
     sub: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per event
 class Publish:
     topic: str
     attrs: dict[str, AttrValue] = field(default_factory=dict)
@@ -101,6 +101,9 @@ def _bad(message: str) -> ApiError:
 
 def _get(req: Mapping[str, Any], name: str, kinds: type | tuple[type, ...], required: bool,
          default: Any = None) -> Any:
+    value = req.get(name)
+    if type(value) is kinds:  # the common case, one kind and exactly it: done
+        return value
     if name not in req or (req[name] is None and not required):
         if required:
             raise _bad(f"missing field {name!r}")
