@@ -99,7 +99,7 @@ class Dissemination:
     def from_root(self, now: float, body: EventBody) -> None:
         """The root numbered ``body``: start it down the tree."""
         s = self.s
-        handled = HandledEvent(body, hop=0)
+        handled = HandledEvent(body, 0)
         self.memory.remember(now, handled)
         s.wake(now)
         tree = s.trees.get(body.topic)
@@ -110,10 +110,11 @@ class Dissemination:
             return  # handled already (caught up when this node took the root role)
         tree.stream.through = body.seq
         topic_subs = s.subs.topic(body.topic)
-        groups = set(topic_subs.groups) if topic_subs is not None else set()
+        groups: set[str] = set(topic_subs.groups) if topic_subs is not None else set()
         for edge in tree.children.values():
-            groups.update(edge.digest.groups)
-        self._spread(now, tree, handled, True, sorted(groups), upstream=None)
+            if edge.digest.groups:
+                groups.update(edge.digest.groups)
+        self._spread(now, tree, handled, True, sorted(groups) if groups else (), upstream=None)
 
     def on_event(self, now: float, ev: Event) -> None:
         s = self.s
@@ -258,9 +259,12 @@ class Dissemination:
             if body.seq <= sub.last_seq:
                 return
             sub.last_seq = body.seq
-        extra = {"replay": True} if replay else {}
-        s.trace("deliver", topic=body.topic, msg_id=body.msg_id, sub=sub.sub_id,
-                hop=handled.hop, seq=body.seq, dup=False, **extra)
+        if replay:
+            s.trace("deliver", topic=body.topic, msg_id=body.msg_id, sub=sub.sub_id,
+                    hop=handled.hop, seq=body.seq, dup=False, replay=True)
+        else:
+            s.trace("deliver", topic=body.topic, msg_id=body.msg_id, sub=sub.sub_id,
+                    hop=handled.hop, seq=body.seq, dup=False)
         s.host.deliver_local(sub.sub_id, DeliveredEvent(
             body.topic, body.msg_id, body.seq, body.attrs, body.payload, body.publisher,
             body.ts, handled.hop))

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from chord.kbr import NodeRef
 from scribe.dissemination import Dissemination
 from scribe.membership import Membership
-from scribe.messages import AttrValue, EventBody, Publish, PublishAck, check_topic
+from scribe.messages import AttrValue, EventBody, Publish, PublishAck
 from scribe.retention import Retention
 from scribe.state import ScribeState
 
@@ -45,7 +45,6 @@ class Publishing:
                 ts: float | None = None, reliable: bool = True) -> str:
         """Accept an event from the local application; returns its msg_id."""
         s = self.s
-        check_topic(topic)
         if msg_id is None:
             msg_id = format(s.host.rng.getrandbits(128), "032x")
         body = EventBody(topic, msg_id, None, dict(attrs), bytes(payload), s.me_hex,

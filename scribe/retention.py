@@ -149,7 +149,9 @@ class Retention:
         retained.add(now, body)
         retained.trim(now, s.config.retain_count, s.config.retain_seconds)
         assert body.seq is not None
-        queue = self.unreleased.setdefault(topic, OrderedDict())
+        queue = self.unreleased.get(topic)
+        if queue is None:
+            queue = self.unreleased[topic] = OrderedDict()
         replicas = self._replicas(topic) if reliable else []
         if not replicas:  # unreliable, or nobody to copy to: the caller releases it
             queue[body.seq] = (body, True)

@@ -51,6 +51,9 @@ class Retained:
         return next(reversed(self.events)) if self.events else 0
 
     def trim(self, now: float, count: int, seconds: float) -> None:
+        events = self.events
+        if len(events) <= count and (not events or next(iter(events.values()))[0] > now - seconds):
+            return  # the common case, checked without taking the first item apart
         while self.events:
             seq, (kept_at, body) = next(iter(self.events.items()))
             if len(self.events) <= count and kept_at > now - seconds:

@@ -220,7 +220,7 @@ class CoreService:
             self.counters["undeliverable"] += 1
             return
         self.counters["delivered"] += 1
-        sink(Notification(effect.sub, event.topic, event.msg_id, event.seq, dict(event.attrs),
+        sink(Notification(effect.sub, event.topic, event.msg_id, event.seq, event.attrs,
                           event.payload, event.publisher, event.ts))
 
     def _on_notice(self, notice: Notice) -> None:

@@ -8,7 +8,7 @@ the ``Sink`` each subscription was created with.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -24,7 +24,7 @@ class Notification:
     topic: str
     msg_id: str
     seq: int | None
-    attrs: dict[str, AttrValue]
+    attrs: Mapping[str, AttrValue]
     payload: bytes
     publisher: str
     ts: float
