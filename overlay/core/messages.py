@@ -46,27 +46,38 @@ class Record:
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> Any:
-        if not isinstance(data, Mapping):
+        if type(data) is not dict and not isinstance(data, Mapping):  # ABC check: slow
             raise _Invalid(f"expected a map for {cls.__name__}, got {type(data).__name__}")
         kwargs: dict[str, Any] = {}
-        for name, dec in cls._decoders.items():
-            if name in data:
+        for name, exact, dec, optional in cls._plan:
+            try:
+                value = data[name]
+            except KeyError:
+                if optional:
+                    continue
+                raise _Invalid(f"missing field {name!r}") from None
+            # A value of a type the field takes as it is needs no converter call (most
+            # fields of most messages: ints, text, bytes, bools, null).
+            if type(value) not in exact:
                 try:
-                    kwargs[name] = dec(data[name])
+                    value = dec(value)
                 except _Invalid as exc:
                     raise _Invalid(f"{name}: {exc}") from None
-            elif name not in cls._optional:
-                raise _Invalid(f"missing field {name!r}")
+            kwargs[name] = value
         # Every key was consumed unless the counts differ: only then look for the stranger.
         if len(kwargs) != len(data) - (TYPE_KEY in data):
             unknown = [k for k in data if k not in cls._decoders and k != TYPE_KEY]
-            raise _Invalid(f"unknown field {unknown[0]!r}")
+            if unknown:
+                raise _Invalid(f"unknown field {unknown[0]!r}")
         try:
             return cls(**kwargs)
         except (TypeError, ValueError) as exc:
             raise _Invalid(str(exc)) from None
 
     _optional: ClassVar[frozenset[str]]
+    #: Per field: name, the value types its decoder passes through unchanged, the
+    #: decoder, whether the field may be absent.
+    _plan: ClassVar[tuple[tuple[str, frozenset[type], Converter, bool], ...]]
 
 
 class Message(Record):
@@ -168,7 +179,7 @@ def _compile(tp: Any) -> tuple[Converter, Converter]:
         val_dec, val_enc = _compile(val_tp)
 
         def decode_map(value: Any) -> dict[Any, Any]:
-            if not isinstance(value, Mapping):
+            if type(value) is not dict and not isinstance(value, Mapping):
                 raise _Invalid(f"expected a map, got {type(value).__name__}")
             return {key_dec(k): val_dec(v) for k, v in value.items()}
 
@@ -207,7 +218,25 @@ def record(cls: R) -> R:
     dc._decoders = decoders
     dc._encoders = encoders
     dc._optional = frozenset(optional)
+    dc._plan = tuple((name, _passed_through(hints[name]), dec, name in optional)
+                     for name, dec in decoders.items())
     return dc
+
+
+def _passed_through(tp: Any) -> frozenset[type]:
+    """The types of value that the decoder of a field of type ``tp`` returns unchanged
+    (and accepts): the field's scalar types. Empty when every value needs the decoder."""
+    if tp is type(None) or tp is None:
+        return frozenset({type(None)})
+    if tp in (int, str, bytes, bool, float):
+        return frozenset({tp})
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        parts = [_passed_through(arg) for arg in typing.get_args(tp)]
+        # Only when every option is a scalar: a value matching one scalar option is then
+        # never something another option's decoder would have turned into another value.
+        if all(parts):
+            return frozenset().union(*parts)
+    return frozenset()
 
 
 def message(type_name: str) -> Callable[[R], R]:
@@ -242,7 +271,7 @@ def encode_message(msg: Message) -> dict[str, Any]:
 
 def decode_message(data: Any) -> Message:
     """Validate a wire map from a peer and build its message; MessageError when it is bad."""
-    if not isinstance(data, Mapping):
+    if type(data) is not dict and not isinstance(data, Mapping):
         raise MessageError(f"a message must be a map, got {type(data).__name__}")
     type_name = data.get(TYPE_KEY)
     if not isinstance(type_name, str):

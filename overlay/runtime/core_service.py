@@ -239,10 +239,12 @@ class CoreService:
     # -- helpers ----------------------------------------------------------------------------------
 
     def _publish(self, request: Publish, msg_id: str) -> None:
+        options = self.publish_options(request)
+        core_of = self.core_of
         try:
-            self._call(lambda core, now: core.publish(now, request.topic, request.attrs,
-                                                      request.payload, msg_id, ts=time.time(),
-                                                      **self.publish_options(request)))
+            self.daemon.call(lambda node, now: core_of(node).publish(
+                now, request.topic, request.attrs, request.payload, msg_id, ts=time.time(),
+                **options))
         except (ValueError, LocalProtocolError) as exc:
             raise ApiError("bad_request", str(exc)) from None
         self.counters["published"] += 1
