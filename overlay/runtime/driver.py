@@ -141,22 +141,28 @@ class CoreDriver:
         self._rearm()
 
     def _carry_out(self, steps: list[tuple[float, list[Effect]]]) -> None:
-        """Each step's effects in order; the trace records of all steps in one write."""
+        """Each step's effects in order; the trace records of all steps in one write.
+
+        A handler that fails is a bug of ours: it is logged and the other effects are
+        still carried out (a batch holds many clients' events).
+        """
         records: list[tuple[float, str, dict[str, Any]]] = []
         for ts, effects in steps:
             for effect in effects:
-                if isinstance(effect, Trace):  # the most frequent: several per event
-                    records.append((ts, effect.ev, effect.fields))
-                elif isinstance(effect, Send):
-                    try:
+                try:
+                    if isinstance(effect, Trace):  # the most frequent: several per event
+                        records.append((ts, effect.ev, effect.fields))
+                    elif isinstance(effect, Send):
                         self.transport.send(effect.dest, effect.msg)
-                    except LocalProtocolError:
-                        log.exception("core asked to send an unsendable message")
-                elif isinstance(effect, Deliver):
-                    if self.on_deliver is not None:
-                        self.on_deliver(effect)
-                elif isinstance(effect, Notice) and self.on_notice is not None:
-                    self.on_notice(effect)
+                    elif isinstance(effect, Deliver):
+                        if self.on_deliver is not None:
+                            self.on_deliver(effect)
+                    elif isinstance(effect, Notice) and self.on_notice is not None:
+                        self.on_notice(effect)
+                except LocalProtocolError:
+                    log.exception("core asked to send an unsendable message")
+                except Exception:
+                    log.exception("internal error carrying out %s", type(effect).__name__)
         if records and self.tracer is not None:
             self.tracer.write_all(records)
 
