@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Observation
+import pyarrow as pa
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from spark_analysis.load import of_type
 from spark_analysis.schema import Ev, order_key
@@ -73,54 +75,58 @@ def tree_members(records: DataFrame) -> DataFrame:
     return members.select("topic", "node", "s.parent", "s.role")
 
 
+DEPTH_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType()),
+        T.StructField("node", T.StringType()),
+        T.StructField("parent", T.StringType()),
+        T.StructField("role", T.StringType()),
+        T.StructField("depth", T.IntegerType()),
+    ]
+)
+
+
+def _topic_depths(table: pa.Table) -> pa.Table:
+    """Breadth-first depths of one topic's members (one row per node)."""
+    nodes = table.column("node").to_pylist()
+    parents = table.column("parent").to_pylist()
+    children: dict[str, list[int]] = {}
+    depth: list[int | None] = [None] * len(nodes)
+    level: list[int] = []
+    for i, parent in enumerate(parents):
+        if parent is None:
+            depth[i] = 0
+            level.append(i)
+        else:
+            children.setdefault(parent, []).append(i)
+    d = 0
+    while level:
+        d += 1
+        # Each node has one parent, so a child is reached at most once.
+        level = [c for i in level for c in children.get(nodes[i], ())]
+        for c in level:
+            depth[c] = d
+    return table.append_column("depth", pa.array(depth, pa.int32()))
+
+
 def tree_depths(members: DataFrame) -> DataFrame:
     """``members`` plus ``depth``: parent edges to a root (a member without parent).
 
-    Breadth-first from the roots by iterative joins, one level per step: members whose
-    parent got depth d in the last step get depth d+1. Each node has one parent, so a
-    node is assigned once and the loop ends when a step assigns nobody, after at most
-    as many steps as there are members. Members on a parent cycle or below a parent
-    that is not in the tree are never reached: their depth stays null (counted as
-    detached), rather than looping or guessing. Each step is checkpointed so the plan
-    does not grow with the depth.
+    Breadth-first from the roots, one level per step: members whose parent got depth d
+    get depth d+1. Each node has one parent, so a node is assigned once and the walk
+    ends when a level is empty. Members on a parent cycle or below a parent that is
+    not in the tree are never reached: their depth stays null (counted as detached),
+    rather than looping or guessing.
 
-    Members are one row per (topic, node), tiny next to the records: the state is kept
-    in one partition and the frontier broadcast, so a level costs one small task
-    instead of a shuffle (every level used to shuffle the whole state twice).
+    A topic's members are one row per node, few next to the records, so each topic's
+    walk runs in a Python worker over its whole group (``applyInArrow``): one Spark job
+    for all topics, where iterative joins took two jobs per tree level.
     """
-    state = (
-        members.withColumn("depth", F.when(F.col("parent").isNull(), F.lit(0)).cast("int"))
-        .coalesce(1)
-        .localCheckpoint()
+    return (
+        members.select("topic", "node", "parent", "role")
+        .groupBy("topic")
+        .applyInArrow(_topic_depths, DEPTH_SCHEMA)
     )
-    depth = 0
-    while True:
-        frontier = state.filter(F.col("depth") == depth).select(
-            F.col("topic").alias("f_topic"), F.col("node").alias("f_node")
-        )
-        joined = state.join(
-            F.broadcast(frontier),
-            (F.col("topic") == F.col("f_topic"))
-            & (F.col("parent") == F.col("f_node"))
-            & F.col("depth").isNull(),
-            "left",
-        )
-        # Counting the new level while checkpointing makes each level one Spark job.
-        assigned = Observation()
-        state = (
-            joined.select(
-                *members.columns,
-                F.when(F.col("f_node").isNotNull(), F.lit(depth + 1))
-                .otherwise(F.col("depth"))
-                .cast("int")
-                .alias("depth"),
-            )
-            .observe(assigned, F.count_if(F.col("depth") == depth + 1).alias("n"))
-            .localCheckpoint()
-        )
-        depth += 1
-        if not assigned.get.get("n"):
-            return state
 
 
 def depth_histogram(depths: DataFrame) -> DataFrame:

@@ -132,3 +132,13 @@ def test_depths_with_cycle_dangling_parent_and_two_topics(spark: SparkSession) -
 
 def test_depths_of_an_empty_tree(spark: SparkSession) -> None:
     assert tree_depths(spark.createDataFrame([], MEMBERS)).count() == 0
+
+
+def test_depths_of_a_long_chain_and_a_wide_level(spark: SparkSession) -> None:
+    chain = [("t", "n0", None, "root")] + [
+        ("t", f"n{i}", f"n{i - 1}", "member") for i in range(1, 60)
+    ]
+    wide = [("t", f"w{i}", "n0", "member") for i in range(5)]
+    depths = tree_depths(spark.createDataFrame(chain + wide, MEMBERS))
+    got = {r["node"]: r["depth"] for r in depths.collect()}
+    assert got == {**{f"n{i}": i for i in range(60)}, **{f"w{i}": 1 for i in range(5)}}
