@@ -171,6 +171,15 @@ def _observed_metrics(parsed: DataFrame, keep: Column) -> list[Column]:
 # Columns whose values are nearly all distinct: a Parquet dictionary for them is built
 # and then abandoned, which costs time and saves nothing.
 NO_DICTIONARY = ("ts", "attrs", "msg_id", "key", "ms", "src_row", "src_block")
+# Work the writer does per value that no reader here uses: page checksums, the
+# level histograms of size statistics, and min/max of long, near-unique texts (no
+# step filters on them by value). 1M records from a cache, alternating runs:
+# 9.9/9.6/7.5 -> 6.3/7.9/7.1 s.
+WRITE_OPTIONS = {
+    "parquet.page.write-checksum.enabled": "false",
+    "parquet.size.statistics.enabled": "false",
+    **{f"parquet.column.statistics.enabled#{name}": "false" for name in ("attrs", "msg_id", "key")},
+}
 
 
 def _write_records(spark: SparkSession, records: DataFrame, target: str) -> None:
@@ -183,6 +192,8 @@ def _write_records(spark: SparkSession, records: DataFrame, target: str) -> None
     writer = records.write.mode("overwrite").partitionBy("ev")
     for name in NO_DICTIONARY:
         writer = writer.option(f"parquet.enable.dictionary#{name}", "false")
+    for key, value in WRITE_OPTIONS.items():
+        writer = writer.option(key, value)
     writer.parquet(target)
 
 
