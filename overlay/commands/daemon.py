@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     daemon = node.daemon
-    _tune_gc()
+    tune_gc()
 
     def ready(address: str) -> None:
         print(json.dumps({"event": "ready", "address": address, "node": node.service.node_hex,
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
 GC_YOUNG_THRESHOLD = 50_000
 
 
-def _tune_gc() -> None:
+def tune_gc() -> None:
     """A daemon keeps many objects alive (recent events, retained events, per-peer
     state) and allocates several per event it handles; with CPython's default
     thresholds the cycle collector ran so often that it took about a tenth of the

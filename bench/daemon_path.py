@@ -1,0 +1,157 @@
+"""CPU cost of one event through one daemon, without the client processes.
+
+One process runs a real structured-mode node (``build_node``: Chord ring of one, Scribe,
+traces to a temporary directory) and its API server; a publisher and a subscriber talk
+to it over Unix socket pairs as ordinary API connections. The publisher's frames are
+encoded before the clock starts and the clients do not decode what they read, so
+nearly all of the process's CPU time is the daemon's: receiving and parsing requests,
+numbering at the topic's root, matching, trace records, pushes and replies.
+
+Per run: ``--events`` publishes of 100-byte payloads, pipelined (``--window``
+outstanding, 64 per write), to one topic with one subscriber (empty filter) or none.
+Reported: events per second (wall) and process CPU microseconds per event; each
+setup runs ``--repeat`` times and the minimum and median are printed (other work on the
+machine only ever adds time). ``bench/e2e.py`` measures the same path end to end with
+separate client processes, against Mosquitto and Redis.
+
+Run: .venv/bin/python bench/daemon_path.py [--events 30000] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+# This file's folder must not hide packages (bench/scribe.py, bench/matching.py); the
+# repository it is in comes first.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from overlay.commands.daemon import tune_gc  # noqa: E402
+from overlay.core.framing import FrameDecoder, decode_map, encode_frame  # noqa: E402
+from overlay.runtime.api.connection import ApiConnection  # noqa: E402
+from overlay.runtime.config import build_config  # noqa: E402
+from overlay.runtime.serve import Node, build_node  # noqa: E402
+
+TOPIC = "bench"
+PAYLOAD = bytes(100)
+
+
+@dataclass(frozen=True)
+class Setup:
+    name: str
+    reliable: bool
+    subscriber: bool
+
+
+SETUPS = (
+    Setup("unreliable, 1 subscriber", False, True),
+    Setup("reliable, 1 subscriber", True, True),
+    Setup("unreliable, no subscriber", False, False),
+)
+
+
+class Client:
+    """One end of a socket pair whose other end the daemon's API serves."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.decoder = FrameDecoder(1 << 24)
+        self.seen = 0
+
+    async def request(self, req: dict[str, object]) -> dict[str, object]:
+        await self.stream.send_all(encode_frame(req))
+        while True:
+            while (body := self.decoder.next_body()) is None:
+                self.decoder.feed(await self.stream.receive_some(1 << 16))
+            msg = decode_map(body)
+            if msg.get("rid") == req["rid"]:
+                return msg
+
+    async def count_frames(self, n: int, done: trio.Event) -> None:
+        """Read until ``n`` frames came (not decoded: the client's cost stays small)."""
+        self.seen = 0
+        while self.seen < n:
+            self.decoder.feed(await self.stream.receive_some(1 << 18))
+            self.seen += len(self.decoder.bodies())
+        done.set()
+
+
+async def connect(node: Node, nursery: trio.Nursery, conn_id: int) -> Client:
+    ours, theirs = trio.socket.socketpair()
+    nursery.start_soon(ApiConnection(node.api, trio.SocketStream(theirs), conn_id).serve)
+    client = Client(trio.SocketStream(ours))
+    reply = await client.request({"op": "hello", "rid": 1, "version": 1})
+    assert reply["ok"], reply
+    return client
+
+
+async def one_run(setup: Setup, events: int, window: int) -> tuple[float, float]:
+    """(events per second, CPU microseconds per event) of one fresh daemon."""
+    with tempfile.TemporaryDirectory() as tmp:
+        node = build_node(build_config(None, {}, {"bind": "127.0.0.1:0", "state_dir": tmp}))
+        tune_gc()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(node.daemon.run)
+            while not node.service.ready:
+                await trio.sleep(0.02)
+            done = trio.Event()
+            if setup.subscriber:
+                sub = await connect(node, nursery, 1)
+                reply = await sub.request({"op": "subscribe", "rid": 2, "topic": TOPIC,
+                                           "filter": ""})
+                assert reply["ok"], reply
+            pub = await connect(node, nursery, 2)
+            frames = [encode_frame({"op": "publish", "rid": 10 + i, "topic": TOPIC,
+                                    "attrs": {}, "payload": PAYLOAD,
+                                    "reliable": setup.reliable}) for i in range(events)]
+            replies = trio.Event()
+            nursery.start_soon(pub.count_frames, events, replies)
+            if setup.subscriber:
+                nursery.start_soon(sub.count_frames, events, done)
+            else:
+                done = replies
+            started, cpu = time.monotonic(), time.process_time()
+            sent = 0
+            while sent < events:
+                if sent - pub.seen >= window:  # at most ``window`` unanswered
+                    await trio.sleep(0)
+                    continue
+                k = min(64, events - sent)
+                await pub.stream.send_all(b"".join(frames[sent:sent + k]))
+                sent += k
+            await done.wait()
+            await replies.wait()
+            wall, cpu = time.monotonic() - started, time.process_time() - cpu
+            node.daemon.stop()
+            nursery.cancel_scope.cancel()
+    return events / wall, cpu / events * 1e6
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--events", type=int, default=30000)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--window", type=int, default=256)
+    args = p.parse_args(argv)
+    with open("/proc/loadavg", encoding="ascii") as fh:
+        load = fh.read().split()[0]
+    print(f"{args.events} events per run, {args.repeat} runs per setup, load average {load}")
+    print(f"{'setup':28s} {'us/event min':>13s} {'median':>8s} {'events/s max':>13s}")
+    for setup in SETUPS:
+        runs = [trio.run(one_run, setup, args.events, args.window) for _ in range(args.repeat)]
+        costs = [c for _, c in runs]
+        print(f"{setup.name:28s} {min(costs):13.1f} {statistics.median(costs):8.1f} "
+              f"{max(r for r, _ in runs):13,.0f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
