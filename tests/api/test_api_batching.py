@@ -34,7 +34,7 @@ def publishes(first_rid: int, n: int, reliable: bool) -> bytes:
 
 async def test_a_burst_of_publishes_leaves_in_a_few_writes(served: Any,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    _, _, path = served
+    service, _, path = served
     subscriber = await raw(path)
     sub = (await subscriber.call(op="subscribe", topic="t", rid=1))["sub"]
     publisher = await raw(path)
@@ -59,6 +59,8 @@ async def test_a_burst_of_publishes_leaves_in_a_few_writes(served: Any,
     # One write per connection per turn of 64 requests (so two here, and maybe one more
     # if the burst came in two reads), not one per reply and one per push.
     assert len(writes) <= 6, writes
+    # Each turn's requests ran in one service batch (their overlay work done together).
+    assert 2 <= service.batches <= 10, service.batches
 
 
 async def test_reliable_publishes_past_the_in_flight_bound_wait_in_order(served: Any) -> None:

@@ -49,7 +49,7 @@ log = logging.getLogger("overlay.api")
 REQUESTS_PER_TURN = 64
 
 
-@dataclass(eq=False)  # identity matters: slots are borrowers of the publish limiter
+@dataclass(slots=True, eq=False)  # each slot is one reply: compared by identity
 class _ReplySlot:
     data: bytes | None = None
     #: A subscribe reply's subscription, whose pushes wait behind the reply.
@@ -73,7 +73,10 @@ class ApiConnection:
         self._queued_bytes = 0
         self._wake = trio.Event()
         self._closing = False
-        self._publishes = trio.CapacityLimiter(self.config.max_inflight_publishes)
+        #: Publishes waiting for the overlay (reliable ones): at most
+        #: ``max_inflight_publishes``; past that the reader waits for ``_room``.
+        self._inflight = 0
+        self._room: trio.Event | None = None
         self._nursery: trio.Nursery | None = None
 
     # -- lifecycle --------------------------------------------------------------------
@@ -235,25 +238,26 @@ class ApiConnection:
         if result is not None:  # done already (unreliable): no task, no wait
             self._reply_now(rid, {"msg_id": result.msg_id, "seq": result.seq})
             return None
-        slot = _ReplySlot()
-        try:
-            self._publishes.acquire_on_behalf_of_nowait(slot)
-        except trio.WouldBlock:
+        if self._inflight >= self.config.max_inflight_publishes:
             return rid, request
-        self._spawn_publish(rid, request, slot)
+        self._inflight += 1
+        self._spawn_publish(rid, request, _ReplySlot())
         return None
 
     async def _publish_when_room(self, rid: int, request: Publish) -> None:
         """Bounded in-flight publishes: past the bound we stop reading this client."""
-        slot = _ReplySlot()
-        await self._publishes.acquire_on_behalf_of(slot)
-        self._spawn_publish(rid, request, slot)
+        while self._inflight >= self.config.max_inflight_publishes:
+            if self._room is None:
+                self._room = trio.Event()
+            await self._room.wait()
+        self._inflight += 1
+        self._spawn_publish(rid, request, _ReplySlot())
 
     def _spawn_publish(self, rid: int, request: Publish, slot: _ReplySlot) -> None:
         self._replies.append(slot)
 
         def done(outcome: PublishResult | ApiError) -> None:
-            self._publishes.release_on_behalf_of(slot)
+            self._publish_done()
             self._fill(slot, rid, outcome if isinstance(outcome, ApiError) else
                        {"msg_id": outcome.msg_id, "seq": outcome.seq})
 
@@ -280,8 +284,14 @@ class ApiConnection:
             log.exception("internal error in publish")
             body = ApiError(INTERNAL, f"internal error: {type(exc).__name__}")
         finally:
-            self._publishes.release_on_behalf_of(slot)
+            self._publish_done()
         self._fill(slot, rid, body)
+
+    def _publish_done(self) -> None:
+        self._inflight -= 1
+        if self._room is not None:
+            self._room.set()
+            self._room = None
 
     # -- writing ----------------------------------------------------------------------
 
