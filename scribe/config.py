@@ -32,6 +32,9 @@ class ScribeConfig:
     join_timeout: float = 3.0
     #: How long a node remembers an event: duplicate suppression and anycast search state.
     event_memory: float = 60.0
+    #: ... and at most this many events (about 1 KB each with their bodies): under a high
+    #: sustained rate the oldest are forgotten sooner, so memory stays bounded.
+    event_memory_events: int = 50_000
     #: Topics whose root address a publisher keeps.
     root_cache_size: int = 4096
     #: Successors that hold a copy of the root's counter and retained events before a
@@ -69,7 +72,7 @@ class ScribeConfig:
         if self.max_children is not None and self.max_children < 1:
             raise ValueError(f"max_children must be >= 1 or None, got {self.max_children}")
         for name in ("summary_max_filters", "missed_heartbeats", "root_cache_size",
-                     "retain_count"):
+                     "retain_count", "event_memory_events"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.replicas < 0:

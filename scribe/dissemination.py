@@ -60,10 +60,12 @@ class HandledEvent:
 
 class EventMemory:
     """Recently handled events by (topic, msg_id), forgotten ``keep`` seconds after the
-    first copy. (A msg_id is globally unique, but clients may choose their own.)"""
+    first copy, or sooner when more than ``max_events`` are held (oldest first). (A
+    msg_id is globally unique, but clients may choose their own.)"""
 
-    def __init__(self, keep: float) -> None:
+    def __init__(self, keep: float, max_events: int = 50_000) -> None:
         self.keep = keep
+        self.max_events = max_events
         self._events: dict[tuple[str, str], HandledEvent] = {}
         self._order: deque[tuple[float, tuple[str, str]]] = deque()
 
@@ -76,7 +78,10 @@ class EventMemory:
     def remember(self, now: float, handled: HandledEvent) -> None:
         key = (handled.body.topic, handled.body.msg_id)
         self._events[key] = handled
-        self._order.append((now, key))
+        order = self._order
+        order.append((now, key))
+        if len(order) > self.max_events:
+            self._events.pop(order.popleft()[1], None)
 
     def forget_old(self, now: float) -> None:
         while self._order and self._order[0][0] <= now - self.keep:
@@ -91,7 +96,7 @@ Plan = dict[int, tuple[bool, list[str]]]
 class Dissemination:
     def __init__(self, state: ScribeState) -> None:
         self.s = state
-        self.memory = EventMemory(state.config.event_memory)
+        self.memory = EventMemory(state.config.event_memory, state.config.event_memory_events)
         self.steering = Steering()
         #: Set by the app once built (it needs this object's ``handle``).
         self.ordering: Ordering | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scribe import DeliveredEvent, ScribeConfig
+from scribe.dissemination import EventMemory, HandledEvent
 from scribe.messages import Event, EventBody, JoinAck, Leave, Publish, PublishAck
 from tests.scribe.helpers import MID, TOPIC, attach, body, join, make, ref
 
@@ -145,3 +146,16 @@ def test_the_same_client_chosen_msg_id_on_two_topics_is_two_events() -> None:
     app.on_direct(1.0, "n200", Event(body("ab"), 1, ref(200), True, ()))
     app.on_direct(1.0, "n200", Event(other, 1, ref(200), True, ()))
     assert [sub for sub, _ in host.delivered] == [1, 2]
+
+
+def test_event_memory_forgets_by_age_and_past_its_size_bound() -> None:
+    memory = EventMemory(keep=10.0, max_events=3)
+    bodies = [EventBody(TOPIC, f"{i:02x}", i + 1, {}, b"", "0001", 0.0) for i in range(5)]
+    for i, made in enumerate(bodies[:3]):
+        memory.remember(float(i), HandledEvent(made, 1))
+    assert [memory.get(TOPIC, b.msg_id) is not None for b in bodies] == [True] * 3 + [False] * 2
+    memory.remember(3.0, HandledEvent(bodies[3], 1))  # a fourth: the oldest goes
+    assert memory.get(TOPIC, "00") is None and memory.get(TOPIC, "03") is not None
+    assert len(memory) == 3
+    memory.forget_old(12.0)  # remembered at 1.0 and 2.0: 10 s old or more, forgotten
+    assert [memory.get(TOPIC, b.msg_id) is not None for b in bodies[1:4]] == [False, False, True]
