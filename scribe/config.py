@@ -43,6 +43,11 @@ class ScribeConfig:
     #: Events the root and its replicas retain per topic, at most, and for how long.
     retain_count: int = 1024
     retain_seconds: float = 300.0
+    #: Events younger than this are kept beyond ``retain_count``: a burst numbered or
+    #: handled in one step (the publishes a root held through a recovery) stays whole
+    #: while the pulls sent before it are answered; trimmed at once, its head would be
+    #: declared gone to members whose copies of it were still on their way.
+    retain_min_age: float = 3.0
     #: A reliable publish without an acknowledgement in this time is sent again, same
     #: msg_id (the root numbers it once).
     publish_retry: float = 2.0
@@ -75,6 +80,8 @@ class ScribeConfig:
                      "retain_count", "event_memory_events"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.retain_min_age < 0:
+            raise ValueError(f"retain_min_age must be >= 0, got {self.retain_min_age}")
         if self.replicas < 0:
             raise ValueError(f"replicas must be >= 0, got {self.replicas}")
         if self.max_redirects < 0:

@@ -146,7 +146,7 @@ class Ordering:
         st.through = ev.body.seq
         cfg = self.s.config
         st.log.add(now, ev.body)
-        st.log.trim(now, cfg.retain_count, cfg.retain_seconds)
+        st.log.trim(now, cfg.retain_count, cfg.retain_seconds, cfg.retain_min_age)
         self.handle(now, tree, ev)
 
     def on_sync(self, now: float, tree: TopicTree, prev: int | None,

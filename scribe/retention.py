@@ -147,7 +147,8 @@ class Retention:
             # A root numbering from scratch has every event from 1 on.
             retained = self.root[topic] = Retained(complete_from=1)
         retained.add(now, body)
-        retained.trim(now, s.config.retain_count, s.config.retain_seconds)
+        retained.trim(now, s.config.retain_count, s.config.retain_seconds,
+                      s.config.retain_min_age)
         assert body.seq is not None
         queue = self.unreleased.get(topic)
         if queue is None:
@@ -230,7 +231,7 @@ class Retention:
         cfg = self.s.config
         for table in (self.root, self.replica):
             for topic, retained in list(table.items()):
-                retained.trim(now, cfg.retain_count, cfg.retain_seconds)
+                retained.trim(now, cfg.retain_count, cfg.retain_seconds, cfg.retain_min_age)
                 if not retained.events:
                     del table[topic]
 
@@ -295,7 +296,8 @@ class Retention:
         if retained is None:
             retained = table[topic] = Retained(complete_from=first)
         retained.merge(now, events)
-        retained.trim(now, self.s.config.retain_count, self.s.config.retain_seconds)
+        cfg = self.s.config
+        retained.trim(now, cfg.retain_count, cfg.retain_seconds, cfg.retain_min_age)
 
     def on_replicate(self, now: float, msg: Replicate) -> None:
         s = self.s

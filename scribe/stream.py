@@ -50,13 +50,16 @@ class Retained:
     def last_seq(self) -> int:
         return next(reversed(self.events)) if self.events else 0
 
-    def trim(self, now: float, count: int, seconds: float) -> None:
+    def trim(self, now: float, count: int, seconds: float, min_age: float = 0.0) -> None:
+        """Drop the oldest events beyond ``count`` or older than ``seconds``; but not,
+        for the count, those younger than ``min_age``."""
         events = self.events
         if len(events) <= count and (not events or next(iter(events.values()))[0] > now - seconds):
             return  # the common case, checked without taking the first item apart
+        young = now - min_age
         while self.events:
             seq, (kept_at, body) = next(iter(self.events.items()))
-            if len(self.events) <= count and kept_at > now - seconds:
+            if kept_at > now - seconds and (len(self.events) <= count or kept_at > young):
                 return
             del self.events[seq]
             self.by_msg.pop(body.msg_id, None)

@@ -204,13 +204,35 @@ def test_a_pull_from_a_node_that_is_not_a_child_is_disowned() -> None:
 
 
 def test_the_root_fills_from_its_retention_and_says_what_is_gone() -> None:
-    app, host = make(200, root=True, config=ScribeConfig(retain_count=2, replicas=0))
+    app, host = make(200, root=True, config=ScribeConfig(retain_count=2, replicas=0,
+                                                         retain_min_age=0))
     app.subscribe(0.0, TOPIC, "", 1)
     app.deliver(0.0, MID, join(101, ""), 1)
     for i in range(4):
         app.publish(1.0 + i, TOPIC, {"x": i}, msg_id=f"{i:02x}")
     host.clear()
     app.on_direct(5.0, "n101", Pull(TOPIC, ref(101), 1))
+    [(_, fill)] = host.sent_of(Fill)
+    assert ([b.seq for b in fill.events], fill.through, fill.gone_before) == ([3, 4], 4, 3)
+
+
+def test_a_burst_stays_whole_past_the_count_while_young() -> None:
+    """A burst numbered at once (the publishes a root held through a recovery) is not cut
+    to retain_count before retain_min_age: a pull sent before it gets all of it, not its
+    head declared gone while the copies are still on their way down the tree."""
+    app, host = make(200, root=True, config=ScribeConfig(retain_count=2, replicas=0,
+                                                         retain_min_age=3.0))
+    app.subscribe(0.0, TOPIC, "", 1)
+    app.deliver(0.0, MID, join(101, ""), 1)
+    for i in range(4):
+        app.publish(1.0, TOPIC, {"x": i}, msg_id=f"{i:02x}")
+    host.clear()
+    app.on_direct(2.0, "n101", Pull(TOPIC, ref(101), 0))
+    [(_, fill)] = host.sent_of(Fill)
+    assert ([b.seq for b in fill.events], fill.through, fill.gone_before) == ([1, 2, 3, 4], 4, 0)
+    app.on_timer(4.5)  # older than retain_min_age: back to the count at the tick
+    host.clear()
+    app.on_direct(4.6, "n101", Pull(TOPIC, ref(101), 0))
     [(_, fill)] = host.sent_of(Fill)
     assert ([b.seq for b in fill.events], fill.through, fill.gone_before) == ([3, 4], 4, 3)
 

@@ -107,7 +107,7 @@ def test_a_replica_that_takes_the_key_over_numbers_on_from_its_copies() -> None:
 
 
 def test_retention_is_bounded_by_count() -> None:
-    app, host = make(200, root=True, config=ScribeConfig(retain_count=2))
+    app, host = make(200, root=True, config=ScribeConfig(retain_count=2, retain_min_age=0))
     for msg_id in ("aa", "bb", "cc"):
         app.deliver(1.0, MID, Publish(body(msg_id), ORIGIN), 2)
     retained = app.publishing.retention.root[TOPIC]
