@@ -31,7 +31,7 @@ class Send(Effect):
             raise TypeError(f"Send needs a Message, got {type(self.msg).__name__}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: several per event, and frozen costs on the way
 class Deliver(Effect):
     """Hand ``event`` to the local subscription ``sub``."""
 
@@ -39,7 +39,7 @@ class Deliver(Effect):
     event: Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: several per event, and frozen costs on the way
 class Trace(Effect):
     """Append a trace record of type ``ev`` (TRACES.md) with ``fields``."""
 
@@ -47,7 +47,7 @@ class Trace(Effect):
     fields: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: several per event, and frozen costs on the way
 class Notice(Effect):
     """An outcome for the local application layer (e.g. a publish was acknowledged).
 
