@@ -18,7 +18,9 @@ warm-up of ``--warmup`` events, then
               publishes pipelined on one raw API connection (``--window`` requests
               outstanding, replies read as they come), Redis PUBLISH in pipelines of
               ``--window`` commands, MQTT QoS 0 publishes (no acknowledgement exists).
-              events/s = events received per subscriber / (last receipt - first send);
+              events/s = events received per subscriber / (last receipt - first send),
+              run ``--rounds`` times: the median is reported, with the slowest and
+              fastest run beside it (one run moved by up to 40% on this shared machine);
               "burst p50/p99" are the latencies of those events (mostly queueing);
   latency     ``--latency-events`` events paced at ``--latency-rate`` per second,
               each timed from its send to its receipt: "p50"/"p99".
@@ -26,7 +28,8 @@ The overlay runs twice: ``reliable=False`` and ``reliable=True`` (reply once the
 root has numbered the event). Ratios are overlay / broker (throughput: > 1 means the
 overlay is faster; latency: > 1 means the overlay is slower).
 
-Defaults: 10000 events, 1000 warm-up, 500 paced at 50/s; ``--quick``: 2000, 200, 100.
+Defaults: 10000 events in 3 rounds, 1000 warm-up, 500 paced at 50/s; ``--quick``: 2000 in
+1 round, 200, 100.
 The overlay's 10-daemon cluster uses the default protocol periods. Receipt time is when
 the subscriber's read returned (before decoding). The table's loadavg column is the
 machine's 1-minute load average when the row's throughput run began: other work on the
@@ -124,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=10, help="daemons of the overlay setup")
     parser.add_argument("--subscribers", type=int,
                         help="subscribers of the overlay setup (default nodes - 1)")
+    parser.add_argument("--rounds", type=int,
+                        help="throughput runs per system, median reported (default 3; "
+                             "--quick: 1)")
     parser.add_argument("--single", action="store_true",
                         help="only the 1-daemon setup (and its Mosquitto and Redis rows)")
     args = parser.parse_args(argv)
@@ -131,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     p = Params(events=args.events or (2_000 if quick else 10_000),
                warmup=args.warmup or (200 if quick else 1_000), window=args.window,
                latency_events=args.latency_events or (100 if quick else 500),
-               latency_rate=args.latency_rate, idle=5.0)
+               latency_rate=args.latency_rate, idle=5.0,
+               rounds=args.rounds or (1 if quick else 3))
     nsubs = args.subscribers or max(1, args.nodes - 1)
     wide = f"{args.nodes} daemons"
     load_start = os.getloadavg()[0]
