@@ -102,7 +102,6 @@ async def one_run(setup: Setup, events: int, window: int) -> tuple[float, float]
             await nursery.start(node.daemon.run)
             while not node.service.ready:
                 await trio.sleep(0.02)
-            done = trio.Event()
             if setup.subscriber:
                 sub = await connect(node, nursery, 1)
                 reply = await sub.request({"op": "subscribe", "rid": 2, "topic": TOPIC,
@@ -112,13 +111,12 @@ async def one_run(setup: Setup, events: int, window: int) -> tuple[float, float]
             frames = [encode_frame({"op": "publish", "rid": 10 + i, "topic": TOPIC,
                                     "attrs": {}, "payload": PAYLOAD,
                                     "reliable": setup.reliable}) for i in range(events)]
-            replies = trio.Event()
+            replies = delivered = trio.Event()
             nursery.start_soon(pub.count_frames, events, replies)
             if setup.subscriber:
-                nursery.start_soon(sub.count_frames, events, done)
-            else:
-                done = replies
-            started, cpu = time.monotonic(), time.process_time()
+                delivered = trio.Event()
+                nursery.start_soon(sub.count_frames, events, delivered)
+            started, cpu_started = time.monotonic(), time.process_time()
             sent = 0
             while sent < events:
                 if sent - pub.seen >= window:  # at most ``window`` unanswered
@@ -127,9 +125,9 @@ async def one_run(setup: Setup, events: int, window: int) -> tuple[float, float]
                 k = min(64, events - sent)
                 await pub.stream.send_all(b"".join(frames[sent:sent + k]))
                 sent += k
-            await done.wait()
+            await delivered.wait()
             await replies.wait()
-            wall, cpu = time.monotonic() - started, time.process_time() - cpu
+            wall, cpu = time.monotonic() - started, time.process_time() - cpu_started
             node.daemon.stop()
             nursery.cancel_scope.cancel()
     return events / wall, cpu / events * 1e6

@@ -37,14 +37,6 @@ from spark_analysis.synthetic import Spec, generate  # noqa: E402
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def _matching_available() -> bool:
-    try:
-        import matching
-    except ImportError:
-        return False
-    return callable(getattr(matching, "parse", None))
-
-
 def _children() -> dict[int, list[int]]:
     kids: dict[int, list[int]] = {}
     for entry in os.scandir("/proc"):
@@ -109,7 +101,7 @@ class Result:
         return self.records / self.seconds
 
 
-def run_one(n: int, master: str, work: Path, seed: int, filters: bool) -> Result:
+def run_one(n: int, master: str, work: Path, seed: int) -> Result:
     traces, out = work / f"traces-{n}", work / f"out-{n}"
     shutil.rmtree(traces, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
@@ -124,7 +116,7 @@ def run_one(n: int, master: str, work: Path, seed: int, filters: bool) -> Result
             records=n,
             rotate_bytes=64 << 20,
             subdir_share=0.1,
-            filters=filters,
+            filters=True,
         ),
     )
     gen = time.monotonic() - started
@@ -176,16 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(x) for x in args.records.split(",") if x]
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="spark-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    filters = _matching_available()
-    print(
-        f"master {args.master}, {os.cpu_count()} cpus, filters "
-        f"{'FILTERS.md mix (matching package)' if filters else 'all empty (no matching yet)'}"
-    )
+    print(f"master {args.master}, {os.cpu_count()} cpus, filters: the FILTERS.md mix")
     results = []
     try:
         for n in sizes:
             print(f"{n:,} records:", flush=True)
-            r = run_one(n, args.master, work, args.seed, filters)
+            r = run_one(n, args.master, work, args.seed)
             results.append(r)
             print(
                 f"  end to end {r.seconds:.1f} s = {r.rate:,.0f} records/s; peak RSS "

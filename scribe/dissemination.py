@@ -89,6 +89,10 @@ class EventMemory:
             self._events.pop(key, None)
 
 
+#: The extra field of a replayed event's ``deliver`` record (none for the others).
+_REPLAYED: dict[str, bool] = {"replay": True}
+_PLAIN: dict[str, bool] = {}
+
 #: Per child id: (whether the copy is plain, the groups it must serve).
 Plan = dict[int, tuple[bool, list[str]]]
 
@@ -264,12 +268,8 @@ class Dissemination:
             if body.seq <= sub.last_seq:
                 return
             sub.last_seq = body.seq
-        if replay:
-            s.trace("deliver", topic=body.topic, msg_id=body.msg_id, sub=sub.sub_id,
-                    hop=handled.hop, seq=body.seq, dup=False, replay=True)
-        else:
-            s.trace("deliver", topic=body.topic, msg_id=body.msg_id, sub=sub.sub_id,
-                    hop=handled.hop, seq=body.seq, dup=False)
+        s.trace("deliver", topic=body.topic, msg_id=body.msg_id, sub=sub.sub_id,
+                hop=handled.hop, seq=body.seq, dup=False, **(_REPLAYED if replay else _PLAIN))
         s.host.deliver_local(sub.sub_id, DeliveredEvent(
             body.topic, body.msg_id, body.seq, body.attrs, body.payload, body.publisher,
             body.ts, handled.hop))

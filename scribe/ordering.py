@@ -144,9 +144,8 @@ class Ordering:
         st = tree.stream
         assert ev.body.seq is not None
         st.through = ev.body.seq
-        cfg = self.s.config
         st.log.add(now, ev.body)
-        st.log.trim(now, cfg.retain_count, cfg.retain_seconds, cfg.retain_min_age)
+        st.log.trim(now, self.s.config)
         self.handle(now, tree, ev)
 
     def on_sync(self, now: float, tree: TopicTree, prev: int | None,

@@ -54,12 +54,7 @@ class Publishing:
         if reliable:
             self.unacked[(topic, msg_id)] = (msg, now, now)
             s.wake(now)
-        root = self.roots.get(topic)
-        if (root is None or root.id == s.me.id) and s.host.is_responsible(s.mid(topic)):
-            # The key is this node's: no route to start (nor a 0-hop ``lookup`` record).
-            self.at_root(now, msg)
-        else:
-            self._toward_root(now, msg)
+        self._toward_root(now, msg)
         return msg_id
 
     def retry(self, now: float) -> None:
@@ -80,24 +75,22 @@ class Publishing:
     def _toward_root(self, now: float, msg: Publish) -> None:
         s = self.s
         root = self.roots.get(msg.body.topic)
-        if root is None or root.id == s.me.id:
-            s.host.route(now, s.mid(msg.body.topic), msg)
-        else:
+        if root is not None and root.id != s.me.id:
             s.send(root, msg)
+            return
+        key = s.mid(msg.body.topic)
+        if s.host.is_responsible(key):
+            self.at_root(now, msg)  # the key is ours: no route to start (nor its record)
+        else:
+            s.host.route(now, key, msg)
 
     def at_root(self, now: float, msg: Publish) -> None:
         """``deliver`` up-call: this node is responsible for the topic's key."""
         s = self.s
         topic = msg.body.topic
+        self.membership.claim_root(now, topic)
         retention = self.retention
-        tree = s.trees.get(topic)
-        if topic not in s.seq or topic not in s.numbering or topic in retention.replica or (
-                tree is not None and not tree.is_root):
-            # Not established as the topic's root yet, or no counter (maybe a blind
-            # takeover to recover from); the common case, one more event of a topic this
-            # node numbers and counts, has nothing to do here.
-            self.membership.claim_root(now, topic)
-            retention.adopt_replica(topic)
+        retention.adopt_replica(topic)
         seq = retention.numbered(topic, msg.body.msg_id)
         if seq is not None:  # a retried publish: same number, not sent down again
             if not retention.also_waiting(topic, msg.body.msg_id, msg.origin):

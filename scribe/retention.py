@@ -147,8 +147,7 @@ class Retention:
             # A root numbering from scratch has every event from 1 on.
             retained = self.root[topic] = Retained(complete_from=1)
         retained.add(now, body)
-        retained.trim(now, s.config.retain_count, s.config.retain_seconds,
-                      s.config.retain_min_age)
+        retained.trim(now, s.config)
         assert body.seq is not None
         queue = self.unreleased.get(topic)
         if queue is None:
@@ -231,7 +230,7 @@ class Retention:
         cfg = self.s.config
         for table in (self.root, self.replica):
             for topic, retained in list(table.items()):
-                retained.trim(now, cfg.retain_count, cfg.retain_seconds, cfg.retain_min_age)
+                retained.trim(now, cfg)
                 if not retained.events:
                     del table[topic]
 
@@ -296,8 +295,7 @@ class Retention:
         if retained is None:
             retained = table[topic] = Retained(complete_from=first)
         retained.merge(now, events)
-        cfg = self.s.config
-        retained.trim(now, cfg.retain_count, cfg.retain_seconds, cfg.retain_min_age)
+        retained.trim(now, self.s.config)
 
     def on_replicate(self, now: float, msg: Replicate) -> None:
         s = self.s

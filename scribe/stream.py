@@ -11,6 +11,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from chord.kbr import NodeRef
+from scribe.config import ScribeConfig
 from scribe.messages import Event, EventBody
 
 
@@ -50,13 +51,15 @@ class Retained:
     def last_seq(self) -> int:
         return next(reversed(self.events)) if self.events else 0
 
-    def trim(self, now: float, count: int, seconds: float, min_age: float = 0.0) -> None:
-        """Drop the oldest events beyond ``count`` or older than ``seconds``; but not,
-        for the count, those younger than ``min_age``."""
+    def trim(self, now: float, cfg: ScribeConfig) -> None:
+        """Drop the oldest events beyond ``retain_count`` or older than
+        ``retain_seconds``; but not, for the count, those younger than
+        ``retain_min_age``."""
+        count, seconds = cfg.retain_count, cfg.retain_seconds
         events = self.events
         if len(events) <= count and (not events or next(iter(events.values()))[0] > now - seconds):
             return  # the common case, checked without taking the first item apart
-        young = now - min_age
+        young = now - cfg.retain_min_age
         while self.events:
             seq, (kept_at, body) = next(iter(self.events.items()))
             if kept_at > now - seconds and (len(self.events) <= count or kept_at > young):

@@ -74,7 +74,6 @@ class Record:
         except (TypeError, ValueError) as exc:
             raise _Invalid(str(exc)) from None
 
-    _optional: ClassVar[frozenset[str]]
     #: Per field: name, the value types its decoder passes through unchanged, the
     #: decoder, whether the field may be absent.
     _plan: ClassVar[tuple[tuple[str, frozenset[type], Converter, bool], ...]]
@@ -217,7 +216,6 @@ def record(cls: R) -> R:
             optional.add(field.name)
     dc._decoders = decoders
     dc._encoders = encoders
-    dc._optional = frozenset(optional)
     dc._plan = tuple((name, _passed_through(hints[name]), dec, name in optional)
                      for name, dec in decoders.items())
     return dc

@@ -77,8 +77,8 @@ class CoreService:
         self._ids = random.Random()
         #: Reliable publishes waiting for their ``published`` notice.
         self.pending = PendingPublishes(publish_timeout)
-        self.counters = {"published": 0, "delivered": 0, "publish_timeouts": 0,
-                         "undeliverable": 0, "subscribe_unsettled": 0}
+        self.counters = {"published": 0, "delivered": 0, "undeliverable": 0,
+                         "subscribe_unsettled": 0}
         daemon.deliver_handlers.append(self._on_deliver)
         daemon.notice_handlers.append(self._on_notice)
         daemon.services.append(self._time_out_publishes)
@@ -166,7 +166,7 @@ class CoreService:
         if request.reliable:
             return None
         self._require_ready()
-        msg_id = request.msg_id or format(self._ids.getrandbits(128), "032x")
+        msg_id = self._msg_id(request)
         self._publish(request, msg_id)
         return PublishResult(msg_id, None)
 
@@ -175,7 +175,7 @@ class CoreService:
         ``publish_timeout``) exactly once, maybe before this returns. Raises ApiError
         when the request is refused (``done`` is then not called)."""
         self._require_ready()
-        msg_id = request.msg_id or format(self._ids.getrandbits(128), "032x")
+        msg_id = self._msg_id(request)
         waiter = self.pending.add(request.topic, msg_id, done)
         try:
             self._publish(request, msg_id)
@@ -206,10 +206,10 @@ class CoreService:
         node = self.daemon.node
         if node is None:
             return {"ready": False, "mode": self.mode}
-        self.counters["publish_timeouts"] = self.pending.timeouts
         return {"ready": self.ready, "mode": self.mode, "node": node.node_hex,
                 "address": self.daemon.address, **self.core_status(node),
-                "subscriptions": len(self._sinks), "counters": dict(self.counters)}
+                "subscriptions": len(self._sinks),
+                "counters": {**self.counters, "publish_timeouts": self.pending.timeouts}}
 
     # -- effects from the core ------------------------------------------------------------------
 
@@ -238,13 +238,15 @@ class CoreService:
 
     # -- helpers ----------------------------------------------------------------------------------
 
+    def _msg_id(self, request: Publish) -> str:
+        return request.msg_id or format(self._ids.getrandbits(128), "032x")
+
     def _publish(self, request: Publish, msg_id: str) -> None:
         options = self.publish_options(request)
-        core_of = self.core_of
         try:
-            self.daemon.call(lambda node, now: core_of(node).publish(
-                now, request.topic, request.attrs, request.payload, msg_id, ts=time.time(),
-                **options))
+            self._call(lambda core, now: core.publish(now, request.topic, request.attrs,
+                                                      request.payload, msg_id, ts=time.time(),
+                                                      **options))
         except (ValueError, LocalProtocolError) as exc:
             raise ApiError("bad_request", str(exc)) from None
         self.counters["published"] += 1

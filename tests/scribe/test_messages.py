@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from scribe.messages import (
     DigestUpdate,
     Disown,
     Event,
+    EventBody,
     Heartbeat,
     HeartbeatAck,
     JoinAck,
@@ -70,3 +72,10 @@ def wire_of(msg: Message, **changes: Any) -> dict[str, Any]:
 def test_malformed_messages_are_rejected(wire: dict[str, Any]) -> None:
     with pytest.raises(MessageError):
         decode_message(wire)
+
+
+def test_numbering_copies_every_field_but_seq() -> None:
+    published = EventBody("t", "ab", None, {"x": 1}, b"p", "00c8", 2.5)
+    assert published.numbered(7) == dataclasses.replace(published, seq=7)
+    with pytest.raises(ValueError):
+        published.numbered(0)

@@ -1,4 +1,4 @@
-"""Small chispa-style DataFrame assertions and matching-package detection."""
+"""Small chispa-style DataFrame assertions."""
 
 from __future__ import annotations
 
@@ -8,15 +8,6 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
-
-
-def matching_available() -> bool:
-    """The filter language package has landed (it exposes parse)."""
-    try:
-        import matching
-    except ImportError:
-        return False
-    return callable(getattr(matching, "parse", None))
 
 
 def _norm(value: Any) -> Any:

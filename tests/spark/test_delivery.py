@@ -7,7 +7,7 @@ from pyspark.sql import SparkSession
 
 from spark_analysis import delivery, expected
 from spark_analysis.stats import rows_by_scope
-from tests.spark.helpers import assert_df_equal, matching_available, records_df
+from tests.spark.helpers import assert_df_equal, records_df
 
 pytestmark = pytest.mark.spark
 
@@ -131,7 +131,6 @@ def test_outcomes_duplicates_and_false_deliveries(spark: SparkSession) -> None:
     assert shares == {"events_with_receivers": 1, "events_over_90": 0, "events_under_10": 0}
 
 
-@pytest.mark.skipif(not matching_available(), reason="matching package not landed yet")
 def test_filters_decide_and_bad_filters_match_nothing(spark: SparkSession) -> None:
     records = records_df(
         spark,
@@ -153,7 +152,6 @@ def test_filters_decide_and_bad_filters_match_nothing(spark: SparkSession) -> No
     )
 
 
-@pytest.mark.skipif(not matching_available(), reason="matching package not landed yet")
 def test_each_distinct_filter_is_judged_once_per_event(spark: SparkSession) -> None:
     records = records_df(
         spark,
@@ -183,7 +181,6 @@ def test_each_distinct_filter_is_judged_once_per_event(spark: SparkSession) -> N
     )
 
 
-@pytest.mark.skipif(not matching_available(), reason="matching package not landed yet")
 def test_attrs_that_fail_to_decode_count_once_per_pair(spark: SparkSession) -> None:
     records = records_df(
         spark,

@@ -14,7 +14,6 @@ from spark_analysis.summary import TOPIC_KEYS
 from spark_analysis.synthetic import Spec, generate
 from tests.spark import oracle
 from tests.spark.conftest import LocalRun
-from tests.spark.helpers import matching_available
 
 pytestmark = pytest.mark.spark
 
@@ -51,7 +50,6 @@ def test_match_all_filters_against_plain_python(match_all_run: LocalRun) -> None
     assert summary["lookup"]["hops_p99"] < 99  # the other run's lookups are filtered out
 
 
-@pytest.mark.skipif(not matching_available(), reason="matching package not landed yet")
 def test_real_filters_against_plain_python(spark: SparkSession, tmp_path: Path) -> None:
     info = generate(tmp_path / "traces", Spec(seed=5, events=150, filters=True))
     result = run_analysis(spark, str(info.out_dir), tmp_path / "out", run=RUN)

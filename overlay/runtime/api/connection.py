@@ -240,8 +240,7 @@ class ApiConnection:
             return None
         if self._inflight >= self.config.max_inflight_publishes:
             return rid, request
-        self._inflight += 1
-        self._spawn_publish(rid, request, _ReplySlot())
+        self._spawn_publish(rid, request)
         return None
 
     async def _publish_when_room(self, rid: int, request: Publish) -> None:
@@ -250,10 +249,12 @@ class ApiConnection:
             if self._room is None:
                 self._room = trio.Event()
             await self._room.wait()
-        self._inflight += 1
-        self._spawn_publish(rid, request, _ReplySlot())
+        self._spawn_publish(rid, request)
 
-    def _spawn_publish(self, rid: int, request: Publish, slot: _ReplySlot) -> None:
+    def _spawn_publish(self, rid: int, request: Publish) -> None:
+        """Start a publish that takes one of the in-flight places (checked by the caller)."""
+        self._inflight += 1
+        slot = _ReplySlot()
         self._replies.append(slot)
 
         def done(outcome: PublishResult | ApiError) -> None:
