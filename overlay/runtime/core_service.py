@@ -30,9 +30,10 @@ Readings of API.md chosen here:
 from __future__ import annotations
 
 import itertools
+import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -43,13 +44,16 @@ from overlay.core.effects import Deliver, Notice
 from overlay.core.errors import LocalProtocolError
 from overlay.runtime.api import ApiError, Expired, Notification, PublishResult, Sink
 from overlay.runtime.api.requests import Publish, Subscribe
+from overlay.runtime.api.service import Done
 from overlay.runtime.daemon import Daemon
-from overlay.runtime.pending import Done, PendingPublishes
+from overlay.runtime.pending import PendingPublishes, Waiter
 
 #: Seconds a reliable publish waits for the core's ``published`` notice.
 DEFAULT_PUBLISH_TIMEOUT = 10.0
 #: Seconds a subscribe reply waits for the core's ``subscribed`` notice.
 DEFAULT_SUBSCRIBE_TIMEOUT = 5.0
+
+log = logging.getLogger("overlay.api")
 
 
 class CoreService:
@@ -162,45 +166,74 @@ class CoreService:
         except self.unknown_sub_error:
             raise ApiError("unknown_sub", f"no subscription {sub}") from None
 
-    def publish_nowait(self, request: Publish) -> PublishResult | None:
-        if request.reliable:
-            return None
-        self._require_ready()
-        msg_id = self._msg_id(request)
-        self._publish(request, msg_id)
-        return PublishResult(msg_id, None)
+    def publish_unreliable(self, requests: Sequence[Publish]) -> list[PublishResult | ApiError]:
+        """Unreliable publishes (answered without waiting for the overlay), in order, in
+        one call into the core: the layers between a request and the core are crossed
+        once for a client's burst rather than once per event. Per request, its result or
+        the ApiError refusing it; one refused request does not stop the others."""
+        if not self.ready:
+            return [_not_ready()] * len(requests)
+        ts = time.time()  # one turn of the reader: the same publish time for all
 
-    def begin_publish(self, request: Publish, done: Done) -> bool:
-        """A reliable publish: ``done`` gets its result (or a ``not_ready`` ApiError after
-        ``publish_timeout``) exactly once, maybe before this returns. Raises ApiError
-        when the request is refused (``done`` is then not called)."""
-        self._require_ready()
-        msg_id = self._msg_id(request)
-        waiter = self.pending.add(request.topic, msg_id, done)
-        try:
-            self._publish(request, msg_id)
-        except BaseException:
-            self.pending.discard(waiter)
-            raise
-        self.pending.watch(waiter)
-        return True
+        def publish_all(core: Any, now: float) -> list[PublishResult | ApiError]:
+            outcomes: list[PublishResult | ApiError] = []
+            for request in requests:
+                msg_id = self._msg_id(request)
+                refused = self._publish_one(core, now, request, msg_id, ts)
+                outcomes.append(PublishResult(msg_id, None) if refused is None else refused)
+            return outcomes
+
+        outcomes: list[PublishResult | ApiError] = self._call(publish_all)
+        self.counters["published"] += sum(type(o) is PublishResult for o in outcomes)
+        return outcomes
+
+    def begin_publishes(self, requests: Sequence[Publish], dones: Sequence[Done]) -> list[bool]:
+        """Reliable publishes, in order, in one call into the core. Each ``done`` gets its
+        publish's result, or an ApiError (refused, or ``not_ready`` when no ``published``
+        notice came within ``publish_timeout``), exactly once, maybe before this returns;
+        so every one is begun here (True for each)."""
+        if not self.ready:
+            for done in dones:
+                done(_not_ready())
+            return [True] * len(requests)
+        ts = time.time()
+        waiters: list[Waiter] = []
+
+        def publish_all(core: Any, now: float) -> None:
+            for request, done in zip(requests, dones, strict=True):
+                msg_id = self._msg_id(request)
+                # Registered first: at the root the notice may come during the call.
+                waiter = self.pending.add(request.topic, msg_id, done)
+                refused = self._publish_one(core, now, request, msg_id, ts)
+                if refused is None:
+                    waiters.append(waiter)
+                else:
+                    self.pending.discard(waiter)
+                    done(refused)
+
+        self._call(publish_all)
+        self.counters["published"] += len(waiters)
+        for waiter in waiters:
+            self.pending.watch(waiter)
+        return [True] * len(requests)
 
     async def publish(self, request: Publish) -> PublishResult:
-        done = self.publish_nowait(request)
-        if done is not None:
-            return done
-        answered = trio.Event()
-        outcome: list[PublishResult | ApiError] = []
+        if not request.reliable:
+            outcome = self.publish_unreliable([request])[0]
+        else:
+            answered = trio.Event()
+            outcomes: list[PublishResult | ApiError] = []
 
-        def answer(result: PublishResult | ApiError) -> None:
-            outcome.append(result)
-            answered.set()
+            def answer(result: PublishResult | ApiError) -> None:
+                outcomes.append(result)
+                answered.set()
 
-        self.begin_publish(request, answer)
-        await answered.wait()
-        if isinstance(outcome[0], ApiError):
-            raise outcome[0]
-        return outcome[0]
+            self.begin_publishes([request], [answer])
+            await answered.wait()
+            outcome = outcomes[0]
+        if isinstance(outcome, ApiError):
+            raise outcome
+        return outcome
 
     def status(self) -> dict[str, Any]:
         node = self.daemon.node
@@ -241,28 +274,35 @@ class CoreService:
     def _msg_id(self, request: Publish) -> str:
         return request.msg_id or format(self._ids.getrandbits(128), "032x")
 
-    def _publish(self, request: Publish, msg_id: str) -> None:
-        options = self.publish_options(request)
+    def _publish_one(self, core: Any, now: float, request: Publish, msg_id: str,
+                     ts: float) -> ApiError | None:
+        """One publish inside a call into the core: None, or the ApiError refusing it."""
         try:
-            self._call(lambda core, now: core.publish(now, request.topic, request.attrs,
-                                                      request.payload, msg_id, ts=time.time(),
-                                                      **options))
+            core.publish(now, request.topic, request.attrs, request.payload, msg_id, ts=ts,
+                         **self.publish_options(request))
         except (ValueError, LocalProtocolError) as exc:
-            raise ApiError("bad_request", str(exc)) from None
-        self.counters["published"] += 1
+            return ApiError("bad_request", str(exc))
+        except Exception as exc:  # a bug of ours: this request fails, not its batch
+            log.exception("internal error in publish")
+            return ApiError("internal", f"internal error: {type(exc).__name__}")
+        return None
 
     async def _time_out_publishes(self, daemon: Daemon) -> None:
         await self.pending.run()
 
     def _require_ready(self) -> None:
         if not self.ready:
-            raise ApiError("not_ready", "this node has not joined the overlay yet")
+            raise _not_ready()
 
     def _call(self, fn: Callable[[Any, float], Any]) -> Any:
         return self.daemon.call(lambda node, now: fn(self.core_of(node), now))
 
     def batch(self) -> AbstractContextManager[None]:
         return self.daemon.batch()
+
+
+def _not_ready() -> ApiError:
+    return ApiError("not_ready", "this node has not joined the overlay yet")
 
 
 __all__ = ["DEFAULT_PUBLISH_TIMEOUT", "CoreService"]

@@ -10,14 +10,12 @@ the oldest deadline, and a notice also drops the answered waiters at the front.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import trio
 
 from overlay.runtime.api import ApiError, PublishResult
-
-Done = Callable[[PublishResult | ApiError], None]
+from overlay.runtime.api.service import Done
 
 
 @dataclass(slots=True, eq=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -29,6 +30,8 @@ class FakeService:
         self.fail_publish = False
         #: When set, subscriptions are in effect only once it is set.
         self.subscribe_gate: trio.Event | None = None
+        #: Calls of ``publish_unreliable`` (each publishes a run of requests).
+        self.unreliable_calls = 0
 
     @property
     def ready(self) -> bool:
@@ -57,13 +60,18 @@ class FakeService:
         del self.subs[sub]
         self.ended.append((sub, reason))
 
-    def publish_nowait(self, request: Publish) -> PublishResult | None:
-        if request.reliable or self.publish_gate is not None:
-            return None
-        return self._publish(request)
+    def publish_unreliable(self, requests: Sequence[Publish]) -> list[PublishResult | ApiError]:
+        self.unreliable_calls += 1
+        outcomes: list[PublishResult | ApiError] = []
+        for request in requests:
+            try:
+                outcomes.append(self._publish(request))
+            except RuntimeError as exc:
+                outcomes.append(ApiError("internal", str(exc)))
+        return outcomes
 
-    def begin_publish(self, request: Publish, done: Any) -> bool:
-        return False  # publishes that wait go through ``publish``
+    def begin_publishes(self, requests: Sequence[Publish], dones: Sequence[Any]) -> list[bool]:
+        return [False] * len(requests)  # publishes that wait go through ``publish``
 
     async def publish(self, request: Publish) -> PublishResult:
         if self.publish_gate is not None:

@@ -93,3 +93,47 @@ async def test_unreliable_publishes_keep_their_place_behind_a_pending_one(served
     replies = [await conn.recv() for _ in range(3)]
     assert [r["rid"] for r in replies] == [1, 2, 3]
     assert [r["seq"] for r in replies] == [3, 1, 2]  # numbered when each was done
+
+
+async def test_unreliable_publishes_read_together_reach_the_service_in_one_call(
+        served: Any) -> None:
+    service, _, path = served
+    conn = await raw(path)
+    calls = service.unreliable_calls
+    await conn.send(publishes(1, 40, reliable=False))
+    replies = [await conn.recv() for _ in range(40)]
+    assert [r["rid"] for r in replies] == list(range(1, 41))
+    assert [r["seq"] for r in replies] == list(range(1, 41))
+    # One read brought all 40 (one send of 4.6 kB on a Unix socket): at most a couple of
+    # calls, not 40.
+    assert 1 <= service.unreliable_calls - calls <= 3
+
+
+async def test_a_request_between_unreliable_publishes_sees_the_earlier_ones_done(
+        served: Any) -> None:
+    _, _, path = served
+    conn = await raw(path)
+    subscribe = encode_frame({"op": "subscribe", "topic": "t", "rid": 3})
+    await conn.send(publishes(1, 2, reliable=False) + subscribe + publishes(4, 2, reliable=False))
+    frames = [await conn.recv() for _ in range(7)]
+    replies = [f for f in frames if "rid" in f]
+    notes = [f for f in frames if f.get("event") == "notify"]
+    assert [r["rid"] for r in replies] == [1, 2, 3, 4, 5]
+    # The subscription came after events 1 and 2 were published, before 3 and 4.
+    assert [n["seq"] for n in notes] == [3, 4]
+
+
+async def test_a_refused_publish_among_unreliable_ones_fails_alone(served: Any) -> None:
+    service, _, path = served
+    conn = await raw(path)
+    bad = encode_frame({"op": "publish", "topic": "t", "attrs": {"x": [1]}, "reliable": False,
+                        "rid": 2})
+    await conn.send(publishes(1, 1, reliable=False) + bad + publishes(3, 1, reliable=False))
+    replies = [await conn.recv() for _ in range(3)]
+    assert [r["rid"] for r in replies] == [1, 2, 3]
+    assert [r["ok"] for r in replies] == [True, False, True]
+    assert replies[1]["error"]["code"] == "bad_request"
+    service.fail_publish = True
+    await conn.send(publishes(4, 2, reliable=False))
+    failed = [await conn.recv() for _ in range(2)]
+    assert [(r["rid"], r["error"]["code"]) for r in failed] == [(4, "internal"), (5, "internal")]

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 import trio
 import trio.testing
 
@@ -52,7 +51,7 @@ class Service(CoreService):
 
     @property
     def ready(self) -> bool:
-        return True
+        return self.daemon.node is not None
 
     def core_of(self, node: Any) -> Any:
         return node
@@ -73,11 +72,11 @@ def recorder() -> tuple[list[PublishResult | ApiError], Callable[[Any], None]]:
     return seen, seen.append
 
 
-async def test_a_local_root_answers_before_begin_publish_returns() -> None:
+async def test_a_local_root_answers_before_begin_publishes_returns() -> None:
     service, core = make()
     core.root_here = True
     seen, done = recorder()
-    assert service.begin_publish(Publish(topic="t", msg_id="ab"), done)
+    assert service.begin_publishes([Publish(topic="t", msg_id="ab")], [done]) == [True]
     assert seen == [PublishResult("ab", 1)]
     assert len(service.pending) == 0 and not service.pending._queue
 
@@ -86,8 +85,7 @@ async def test_a_later_notice_answers_every_publish_of_that_msg_id() -> None:
     service, _ = make()
     first, done1 = recorder()
     second, done2 = recorder()
-    service.begin_publish(Publish(topic="t", msg_id="ab"), done1)
-    service.begin_publish(Publish(topic="t", msg_id="ab"), done2)
+    service.begin_publishes([Publish(topic="t", msg_id="ab")] * 2, [done1, done2])
     assert first == second == [] and len(service.pending) == 2
     service._on_notice(Notice("published", {"topic": "t", "msg_id": "ab", "seq": 7}))
     assert first == second == [PublishResult("ab", 7)]
@@ -100,7 +98,7 @@ async def test_no_notice_is_not_ready_after_the_timeout(
     seen, done = recorder()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(service._time_out_publishes, service.daemon)
-        service.begin_publish(Publish(topic="t", msg_id="ab"), done)
+        service.begin_publishes([Publish(topic="t", msg_id="ab")], [done])
         await trio.sleep(1.9)
         assert seen == []
         await trio.sleep(0.2)
@@ -113,13 +111,29 @@ async def test_no_notice_is_not_ready_after_the_timeout(
     assert service.pending.timeouts == 1 and len(service.pending) == 0
 
 
-async def test_a_refused_publish_raises_and_leaves_no_waiter() -> None:
+async def test_a_refused_publish_is_answered_alone_and_leaves_no_waiter() -> None:
     service, _ = make()
+    refused, done_refused = recorder()
+    waiting, done_waiting = recorder()
+    begun = service.begin_publishes([Publish(topic="bad"), Publish(topic="t", msg_id="ab")],
+                                    [done_refused, done_waiting])
+    assert begun == [True, True]
+    assert len(refused) == 1 and isinstance(refused[0], ApiError)
+    assert refused[0].code == "bad_request" and waiting == []
+    assert len(service.pending) == 1 and len(service.pending._queue) == 1
+    service._on_notice(Notice("published", {"topic": "t", "msg_id": "ab", "seq": 1}))
+    assert waiting == [PublishResult("ab", 1)] and len(refused) == 1
+
+
+async def test_a_node_not_ready_refuses_every_publish_of_a_batch() -> None:
+    service, _ = make()
+    service.daemon.node = None
     seen, done = recorder()
-    with pytest.raises(ApiError) as err:
-        service.begin_publish(Publish(topic="bad"), done)
-    assert err.value.code == "bad_request" and seen == []
-    assert len(service.pending) == 0 and not service.pending._queue
+    assert service.begin_publishes([Publish(topic="t")] * 2, [done, done]) == [True, True]
+    assert [o.code for o in seen if isinstance(o, ApiError)] == ["not_ready"] * 2
+    unreliable = service.publish_unreliable([Publish(topic="t", reliable=False)])
+    assert [o.code for o in unreliable if isinstance(o, ApiError)] == ["not_ready"]
+    assert len(service.pending) == 0
 
 
 async def test_the_awaitable_publish_rides_on_the_callback() -> None:

@@ -38,7 +38,7 @@ from overlay.runtime.api.requests import (
     Unsubscribe,
     parse_request,
 )
-from overlay.runtime.api.service import Expired, PublishResult, Push
+from overlay.runtime.api.service import Done, Expired, PublishResult, Push
 
 if TYPE_CHECKING:
     from overlay.runtime.api.server import ApiServer
@@ -55,6 +55,15 @@ class _ReplySlot:
     #: A subscribe reply's subscription, whose pushes wait behind the reply.
     sub: int | None = None
     trailing: list[bytes] = field(default_factory=list)
+
+
+#: A publish read but not yet handed to the service: its reply's place, rid, request.
+_Gathered = tuple[_ReplySlot, int, Publish]
+
+
+def _reply_body(outcome: PublishResult | ApiError) -> dict[str, Any] | ApiError:
+    return outcome if isinstance(outcome, ApiError) else {"msg_id": outcome.msg_id,
+                                                         "seq": outcome.seq}
 
 
 class ApiConnection:
@@ -77,6 +86,8 @@ class ApiConnection:
         #: ``max_inflight_publishes``; past that the reader waits for ``_room``.
         self._inflight = 0
         self._room: trio.Event | None = None
+        #: Publishes of one kind read in a row, not yet handed to the service.
+        self._gathered: list[_Gathered] = []
         self._nursery: trio.Nursery | None = None
 
     # -- lifecycle --------------------------------------------------------------------
@@ -146,16 +157,19 @@ class ApiConnection:
         """Up to ``REQUESTS_PER_TURN`` of the requests read so far, with no checkpoint.
         Returns whether more may be waiting, and a publish that must first wait for room
         among the in-flight publishes (it ends the turn)."""
-        for _ in range(REQUESTS_PER_TURN):
-            if self._closing:
-                return False, None
-            body = decoder.next_body()
-            if body is None:
-                return False, None
-            blocked = self._handle(decode(body))
-            if blocked is not None:
-                return True, blocked
-        return True, None
+        try:
+            for _ in range(REQUESTS_PER_TURN):
+                if self._closing:
+                    return False, None
+                body = decoder.next_body()
+                if body is None:
+                    return False, None
+                blocked = self._handle(decode(body))
+                if blocked is not None:
+                    return True, blocked
+            return True, None
+        finally:
+            self._publish_gathered()
 
     def _handle(self, req: dict[str, Any]) -> tuple[int, Publish] | None:
         """Handle one request; a publish that must wait for room among the in-flight
@@ -169,8 +183,9 @@ class ApiConnection:
             request = parse_request(req)
             if not self.greeted and not isinstance(request, Hello):
                 raise ApiError(BAD_REQUEST, "the first request on a connection must be hello")
-            if isinstance(request, Publish):
-                return self._start_publish(rid, request)
+            if type(request) is Publish:
+                return self._gather_publish(rid, request)
+            self._publish_gathered()  # the publishes read before this request go first
             if isinstance(request, Subscribe):
                 self._start_subscribe(rid, request)
                 return None
@@ -231,16 +246,24 @@ class ApiConnection:
             log.exception("internal error waiting for subscription %d", sub)
         self._fill(slot, rid, {"sub": sub})
 
-    def _start_publish(self, rid: int, request: Publish) -> tuple[int, Publish] | None:
+    def _gather_publish(self, rid: int, request: Publish) -> tuple[int, Publish] | None:
+        """Take the publish's reply place now and gather it with the publishes of its kind
+        read in a row: they reach the service in one call (one pass through the overlay
+        for a client's burst), before anything this client sent after them. A reliable
+        publish past the in-flight bound is returned instead: the reader waits for room."""
         if not self.service.ready:
             raise ApiError(NOT_READY, "this node has not joined the overlay yet")
-        result = self.service.publish_nowait(request)
-        if result is not None:  # done already (unreliable): no task, no wait
-            self._reply_now(rid, {"msg_id": result.msg_id, "seq": result.seq})
-            return None
-        if self._inflight >= self.config.max_inflight_publishes:
-            return rid, request
-        self._spawn_publish(rid, request)
+        gathered = self._gathered
+        if gathered and gathered[-1][2].reliable != request.reliable:
+            self._publish_gathered()
+        if request.reliable:
+            if self._inflight >= self.config.max_inflight_publishes:
+                self._publish_gathered()
+                return rid, request
+            self._inflight += 1
+        slot = _ReplySlot()
+        self._replies.append(slot)
+        self._gathered.append((slot, rid, request))
         return None
 
     async def _publish_when_room(self, rid: int, request: Publish) -> None:
@@ -249,31 +272,55 @@ class ApiConnection:
             if self._room is None:
                 self._room = trio.Event()
             await self._room.wait()
-        self._spawn_publish(rid, request)
+        with self.service.batch():
+            self._gather_publish(rid, request)
+            self._publish_gathered()
 
-    def _spawn_publish(self, rid: int, request: Publish) -> None:
-        """Start a publish that takes one of the in-flight places (checked by the caller)."""
-        self._inflight += 1
-        slot = _ReplySlot()
-        self._replies.append(slot)
-
-        def done(outcome: PublishResult | ApiError) -> None:
-            self._publish_done()
-            self._fill(slot, rid, outcome if isinstance(outcome, ApiError) else
-                       {"msg_id": outcome.msg_id, "seq": outcome.seq})
-
-        try:
-            if self.service.begin_publish(request, done):
-                return  # ``done`` answers it (maybe did already)
-        except ApiError as exc:
-            done(exc)
+    def _publish_gathered(self) -> None:
+        gathered = self._gathered
+        if not gathered:
             return
-        except Exception as exc:
+        self._gathered = []
+        requests = [request for _, _, request in gathered]
+        if requests[0].reliable:
+            self._begin_reliable(gathered, requests)
+            return
+        try:
+            outcomes = self.service.publish_unreliable(requests)
+        except Exception as exc:  # a bug of ours: these requests get 'internal', we go on
             log.exception("internal error in publish")
-            done(ApiError(INTERNAL, f"internal error: {type(exc).__name__}"))
+            outcomes = [ApiError(INTERNAL, f"internal error: {type(exc).__name__}")] * len(
+                requests)
+        for (slot, rid, _), outcome in zip(gathered, outcomes, strict=True):
+            self._fill(slot, rid, _reply_body(outcome))
+
+    def _begin_reliable(self, gathered: list[_Gathered], requests: list[Publish]) -> None:
+        """Reliable publishes, each holding an in-flight place until it is answered."""
+        dones = [self._answer_once(slot, rid) for slot, rid, _ in gathered]
+        try:
+            begun = self.service.begin_publishes(requests, dones)
+        except Exception as exc:  # a bug of ours: those not answered yet get 'internal'
+            log.exception("internal error in publish")
+            failed = ApiError(INTERNAL, f"internal error: {type(exc).__name__}")
+            for done in dones:
+                done(failed)
             return
         assert self._nursery is not None
-        self._nursery.start_soon(self._run_publish, rid, request, slot)
+        for (slot, rid, request), started in zip(gathered, begun, strict=True):
+            if not started:  # the service needs a task for it
+                self._nursery.start_soon(self._run_publish, rid, request, slot)
+
+    def _answer_once(self, slot: _ReplySlot, rid: int) -> Done:
+        answered = False
+
+        def done(outcome: PublishResult | ApiError) -> None:
+            nonlocal answered
+            if not answered:
+                answered = True
+                self._publish_done()
+                self._fill(slot, rid, _reply_body(outcome))
+
+        return done
 
     async def _run_publish(self, rid: int, request: Publish, slot: _ReplySlot) -> None:
         try:

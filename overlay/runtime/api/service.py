@@ -8,7 +8,7 @@ the ``Sink`` each subscription was created with.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -54,6 +54,10 @@ class PublishResult:
     seq: int | None
 
 
+#: Called once with a publish's outcome.
+Done = Callable[[PublishResult | ApiError], None]
+
+
 class PubSubService(Protocol):
     node_hex: str
     mode: str
@@ -78,18 +82,18 @@ class PubSubService(Protocol):
         """End a subscription (reason: ``client`` or ``disconnect``)."""
         ...
 
-    def publish_nowait(self, request: Publish) -> PublishResult | None:
-        """Publish at once when the reply need not wait for the overlay (an unreliable
-        publish): its result. None, having done nothing, when the request needs
-        :meth:`publish`. Raises ApiError like :meth:`publish`."""
+    def publish_unreliable(self, requests: Sequence[Publish]) -> list[PublishResult | ApiError]:
+        """Publish unreliable requests (answered without waiting for the overlay) at once,
+        in order, as one batch of overlay work: per request, its result or the ApiError
+        refusing it."""
         ...
 
-    def begin_publish(self, request: Publish,
-                      done: Callable[[PublishResult | ApiError], None]) -> bool:
-        """Start a publish whose reply waits for the overlay, without a task: True when
-        started (``done`` then gets the result or an ApiError exactly once, on the trio
-        thread, maybe before this returns); False, having done nothing, when
-        :meth:`publish` must be awaited instead. Raises ApiError when refused at once."""
+    def begin_publishes(self, requests: Sequence[Publish], dones: Sequence[Done]) -> list[bool]:
+        """Start publishes whose replies wait for the overlay (reliable ones), in order, as
+        one batch of overlay work, without a task each. Per request: True when begun (its
+        ``done`` gets the result or an ApiError exactly once, on the trio thread, maybe
+        before this returns); False, having done nothing, when :meth:`publish` must be
+        awaited for it instead."""
         ...
 
     async def publish(self, request: Publish) -> PublishResult:
