@@ -7,6 +7,7 @@ Routed through the DHT toward a topic's key: :class:`Join`, :class:`Publish`,
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from chord.kbr import NodeRef
@@ -24,7 +25,9 @@ MAX_MSG_ID_CHARS = 64
 #: Deepest tree a path to the root may describe.
 MAX_PATH = 1024
 
-_HEX_DIGITS = frozenset("0123456789abcdef")
+#: A whole msg_id (a regular expression: several times cheaper than a set of its
+#: characters, and checked for every event a node handles).
+_MSG_ID = re.compile(f"[0-9a-f]{{1,{MAX_MSG_ID_CHARS}}}").fullmatch
 
 AttrValue = str | int | float | bool
 Attrs = dict[str, AttrValue]
@@ -41,7 +44,7 @@ def check_group(group: str) -> None:
 
 
 def check_msg_id(msg_id: str) -> None:
-    if not 0 < len(msg_id) <= MAX_MSG_ID_CHARS or not set(msg_id) <= _HEX_DIGITS:
+    if _MSG_ID(msg_id) is None:
         raise ValueError(f"a msg_id is 1..{MAX_MSG_ID_CHARS} lowercase hex digits, "
                          f"got {msg_id[:80]!r}")
 

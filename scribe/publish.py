@@ -106,7 +106,7 @@ class Publishing:
         body = msg.body.numbered(seq)
         if retention.keep(now, body, msg.origin, msg.reliable):
             retention.answer(body, msg.origin)
-            retention.release_ready(now, topic)
+            retention.release_ready(now, topic, body)
 
     def number_deferred(self, now: float, topic: str, owner: bool) -> None:
         """The topic's recovery ended: number the publishes held meanwhile, or (``owner``

@@ -150,12 +150,13 @@ class Retention:
         retained.trim(now, s.config)
         assert body.seq is not None
         queue = self.unreleased.get(topic)
-        if queue is None:
-            queue = self.unreleased[topic] = OrderedDict()
         replicas = self._replicas(topic) if reliable else []
         if not replicas:  # unreliable, or nobody to copy to: the caller releases it
-            queue[body.seq] = (body, True)
+            if queue:  # behind events that wait for their replicas
+                queue[body.seq] = (body, True)
             return True
+        if queue is None:
+            queue = self.unreleased[topic] = OrderedDict()
         queue[body.seq] = (body, False)
         view = self.replica_views.setdefault(topic, ReplicaView())
         if not view.addrs:  # the first copies: these replicas start from here
@@ -176,9 +177,15 @@ class Retention:
         return [n for n in s.host.replica_set(s.mid(topic), s.config.replicas)
                 if n.id != s.me.id]
 
-    def release_ready(self, now: float, topic: str) -> None:
-        """Send down, in seq order, the events at the head of the queue that may go."""
+    def release_ready(self, now: float, topic: str, kept: EventBody | None = None) -> None:
+        """Send down, in seq order, the events at the head of the queue that may go.
+        ``kept``: an event :meth:`keep` just found ready, which it did not queue when
+        no event of the topic was waiting (then it goes at once)."""
         queue = self.unreleased.get(topic)
+        if not queue:
+            if kept is not None:
+                self.release(now, kept)
+            return
         while queue:
             seq, (body, ready) = next(iter(queue.items()))
             if not ready:

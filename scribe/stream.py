@@ -24,6 +24,9 @@ class Retained:
     events: OrderedDict[int, tuple[float, EventBody]] = field(default_factory=OrderedDict)
     by_msg: dict[str, int] = field(default_factory=dict)
     complete_from: int = 1
+    #: Until then, nothing can be trimmed: the oldest event is younger than both limits
+    #: of age (a burst kept past ``retain_count`` spares the per-event look at it).
+    untouchable_until: float = float("-inf")
 
     def __len__(self) -> int:
         return len(self.events)
@@ -38,6 +41,7 @@ class Retained:
         self.by_msg[body.msg_id] = seq
         if out_of_order:
             self.events = OrderedDict(sorted(self.events.items()))
+            self.untouchable_until = float("-inf")  # the oldest event may be another
 
     def contiguous_through(self) -> int:
         """The highest seq up to which every event from ``complete_from`` on is here."""
@@ -59,10 +63,13 @@ class Retained:
         events = self.events
         if len(events) <= count and (not events or next(iter(events.values()))[0] > now - seconds):
             return  # the common case, checked without taking the first item apart
+        if now < self.untouchable_until:
+            return
         young = now - cfg.retain_min_age
         while self.events:
             seq, (kept_at, body) = next(iter(self.events.items()))
             if kept_at > now - seconds and (len(self.events) <= count or kept_at > young):
+                self.untouchable_until = kept_at + min(cfg.retain_min_age, seconds)
                 return
             del self.events[seq]
             self.by_msg.pop(body.msg_id, None)

@@ -272,7 +272,7 @@ class CoreService:
     # -- helpers ----------------------------------------------------------------------------------
 
     def _msg_id(self, request: Publish) -> str:
-        return request.msg_id or format(self._ids.getrandbits(128), "032x")
+        return request.msg_id or self._ids.randbytes(16).hex()
 
     def _publish_one(self, core: Any, now: float, request: Publish, msg_id: str,
                      ts: float) -> ApiError | None:
