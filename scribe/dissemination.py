@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from scribe.ordering import Ordering
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # one per delivery, and frozen costs each field a call
 class DeliveredEvent:
     """What a local subscription receives (the fields of the API's ``notify`` push)."""
 
@@ -47,7 +47,7 @@ class DeliveredEvent:
     hop: int
 
 
-@dataclass
+@dataclass(slots=True)
 class HandledEvent:
     """An event this node has handled, as long as it remembers it."""
 

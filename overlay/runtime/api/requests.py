@@ -78,7 +78,7 @@ class Unsubscribe:
     sub: int
 
 
-@dataclass(frozen=True, slots=True)  # one per event
+@dataclass(slots=True)  # one per event, and frozen costs each field a call (1.6 -> 0.5 us)
 class Publish:
     topic: str
     attrs: dict[str, AttrValue] = field(default_factory=dict)
@@ -185,6 +185,9 @@ def parse_request(req: Mapping[str, Any]) -> Request:
     op = req.get("op")
     if not isinstance(op, str):
         raise _bad("a request needs a text field 'op'")
+    if op == "publish":  # by far the most frequent
+        return Publish(_topic(req), _attrs(req), _get(req, "payload", bytes, False, b""),
+                       _get(req, "reliable", bool, False, True), _msg_id(req))
     if op == "hello":
         return Hello(version=_get(req, "version", int, True),
                      client=_get(req, "client", str, False))
@@ -198,10 +201,6 @@ def parse_request(req: Mapping[str, Any]) -> Request:
         return Renew(sub=_uint(req, "sub"), expiry=_expiry(req, True))  # type: ignore[arg-type]
     if op == "unsubscribe":
         return Unsubscribe(sub=_uint(req, "sub"))  # type: ignore[arg-type]
-    if op == "publish":
-        return Publish(topic=_topic(req), attrs=_attrs(req),
-                       payload=_get(req, "payload", bytes, False, b""),
-                       reliable=_get(req, "reliable", bool, False, True), msg_id=_msg_id(req))
     if op == "status":
         return Status()
     raise _bad(f"unknown op {op!r}")
