@@ -5,7 +5,7 @@ keep the trace consistent (``tree``/``child`` records)."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
 
 from chord.kbr import KbrHost, NodeRef
 from overlay.core.ids import format_id, hash_id
@@ -26,6 +26,9 @@ TICK = "tick"
 class ScribeState:
     def __init__(self, host: KbrHost, config: ScribeConfig) -> None:
         self.host = host
+        #: A trace record (the host's own method: records are written several times per
+        #: event, and a method passing its keywords on would copy them once more).
+        self.trace: Callable[..., None] = host.trace
         self.config = config
         self.me: NodeRef = host.local
         self.bits = host.bits
@@ -66,9 +69,6 @@ class ScribeState:
 
     def send(self, dest: NodeRef, msg: Message) -> None:
         self.host.send_direct(dest.addr, msg)
-
-    def trace(self, ev: str, **fields: Any) -> None:
-        self.host.trace(ev, **fields)
 
     def wake(self, now: float) -> None:
         """Make sure the maintenance tick runs while there is anything to maintain."""
