@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import struct
 
 import cbor2
@@ -207,3 +208,38 @@ cbor_values = st.recursive(
 def test_random_maps_are_rejected_with_message_errors(wire: dict[str, object]) -> None:
     with contextlib.suppress(MessageError, FrameError):
         decode_message(decode_map(cbor2.dumps(wire)))
+
+
+@record
+class Checked(Record):
+    """A record with a default and a check, built by the slot-storing __init__."""
+
+    low: int
+    high: int = 10
+
+    def __post_init__(self) -> None:
+        if self.low > self.high:
+            raise ValueError("low above high")
+
+
+def test_records_take_positional_keyword_and_default_fields_and_run_their_check() -> None:
+    assert (Checked(1).low, Checked(1).high) == (1, 10)
+    assert Checked(1, 5) == Checked(high=5, low=1) == dataclasses.replace(Checked(1), high=5)
+    assert hash(Checked(1, 5)) == hash(Checked(low=1, high=5))
+    with pytest.raises(ValueError, match="low above high"):
+        Checked(11)
+    with pytest.raises(TypeError):
+        Checked()  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        Checked(1, 2, 3)  # type: ignore[call-arg]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Checked(1).low = 2  # type: ignore[misc]
+    assert SAMPLE.path[1] == Ref(2, "b:2") and SAMPLE.note is None
+
+
+def test_a_record_field_with_a_default_factory_is_refused_at_declaration() -> None:
+    with pytest.raises(TypeError, match="plain defaults"):
+
+        @record
+        class Listy(Record):
+            items: list[int] = dataclasses.field(default_factory=list)
