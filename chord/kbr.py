@@ -38,6 +38,11 @@ MAX_ADDRESS_LENGTH = 260
 class NodeRef(Record):
     """A node as the overlay knows it: ring identifier and advertised address."""
 
+    # The same few references travel in nearly every message (this node's own, its
+    # neighbours'): encoded once, decoded once.
+    reuse_wire = True
+    intern_decoded = True
+
     id: int
     addr: str
 

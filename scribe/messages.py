@@ -92,6 +92,8 @@ class EventBody(Record):
     """An event as the root numbered it (``seq`` None until then); copied, never changed,
     on its way down the tree."""
 
+    reuse_wire = True  # one body goes to each child in turn: its map is made once
+
     topic: str
     msg_id: str
     seq: int | None

@@ -37,6 +37,15 @@ class Record:
 
     _decoders: ClassVar[dict[str, Converter]]
     _encoders: ClassVar[dict[str, Converter]]
+    #: Encoding, as a field of a message: the same instance goes out again and again
+    #: (one event body to each child, this node's own reference in every message), so
+    #: the map made for the last instance is given again. (Maps of nested records may
+    #: thus be shared between messages' maps: nothing changes them once made.)
+    reuse_wire: ClassVar[bool] = False
+    #: Decoding, as a field of a message: equal maps come again and again (a peer's
+    #: reference in every message it sends), so instances made from recent maps are
+    #: given again. Only for records whose fields are all scalars (hashable).
+    intern_decoded: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -139,11 +148,15 @@ def _compile(tp: Any) -> tuple[Converter, Converter]:
         # Any registered message (e.g. the payload of a routed envelope).
         return _decode_any_message, _encode_any_message
     if isinstance(tp, type) and issubclass(tp, Record):
-        return tp.from_wire, lambda v: v.to_wire()
+        return (_interning_decoder(tp) if tp.intern_decoded else tp.from_wire,
+                _reusing_encoder() if tp.reuse_wire else lambda v: v.to_wire())
     if origin in (typing.Union, types.UnionType):
         options = [_compile(arg) for arg in typing.get_args(tp)]
+        as_is = _passed_through(tp)
 
         def decode_union(value: Any) -> Any:
+            if type(value) in as_is:  # no option tried in vain (each failure raises)
+                return value
             errors = []
             for dec, _ in options:
                 try:
@@ -164,10 +177,12 @@ def _compile(tp: Any) -> tuple[Converter, Converter]:
             raise TypeError(f"only tuple[X, ...] fields are supported, not {tp}")
         item_dec, item_enc = _compile(args[0])
 
+        item_as_is = _passed_through(args[0])
+
         def decode_tuple(value: Any) -> tuple[Any, ...]:
             if not isinstance(value, list | tuple):
                 raise _Invalid(f"expected an array, got {type(value).__name__}")
-            return tuple(item_dec(v) for v in value)
+            return tuple(v if type(v) in item_as_is else item_dec(v) for v in value)
 
         if item_enc is _identity:
             return decode_tuple, list
@@ -177,15 +192,66 @@ def _compile(tp: Any) -> tuple[Converter, Converter]:
         key_dec, _ = _compile(key_tp)
         val_dec, val_enc = _compile(val_tp)
 
+        key_as_is, val_as_is = _passed_through(key_tp), _passed_through(val_tp)
+
         def decode_map(value: Any) -> dict[Any, Any]:
             if type(value) is not dict and not isinstance(value, Mapping):
                 raise _Invalid(f"expected a map, got {type(value).__name__}")
-            return {key_dec(k): val_dec(v) for k, v in value.items()}
+            return {k if type(k) in key_as_is else key_dec(k):
+                    v if type(v) in val_as_is else val_dec(v) for k, v in value.items()}
 
         if val_enc is _identity:
             return decode_map, dict
         return decode_map, lambda v: {k: val_enc(x) for k, x in v.items()}
     raise TypeError(f"unsupported message field type {tp!r}")
+
+
+#: Most instances an interning decoder keeps (then it starts afresh).
+INTERNED_MAX = 4096
+
+
+def _interning_decoder(cls: type[Record]) -> Converter:
+    """``cls.from_wire``, giving the instance made from an equal map again (see
+    :attr:`Record.intern_decoded`). Equal means the same keys, and values of the same
+    type that compare equal (``1``, ``1.0`` and ``True`` are different keys)."""
+    names = [name for name, *_ in cls._plan]
+    made: dict[tuple[Any, ...], Any] = {}
+
+    def decode(value: Any) -> Any:
+        if type(value) is not dict or len(value) != len(names):
+            return cls.from_wire(value)
+        parts: list[Any] = []
+        for name in names:
+            item = value.get(name)
+            parts.append(type(item))
+            parts.append(item)
+        key = tuple(parts)
+        try:
+            hit = made.get(key)
+        except TypeError:  # an unhashable value: not a valid map of scalars anyway
+            return cls.from_wire(value)
+        if hit is None:
+            hit = cls.from_wire(value)  # raises for a bad map, which is not kept
+            if len(made) >= INTERNED_MAX:
+                made.clear()
+            made[key] = hit
+        return hit
+
+    return decode
+
+
+def _reusing_encoder() -> Converter:
+    """``value.to_wire()``, giving the last map again for the same instance (see
+    :attr:`Record.reuse_wire`)."""
+    last: list[Any] = [None, None]  # the instance (kept alive: ids are not reused) and map
+
+    def encode(value: Any) -> Any:
+        if value is not last[0]:
+            last[1] = value.to_wire()
+            last[0] = value
+        return last[1]
+
+    return encode
 
 
 def _decode_any_message(value: Any) -> Message:
@@ -268,11 +334,16 @@ def _passed_through(tp: Any) -> frozenset[type]:
     if tp in (int, str, bytes, bool, float):
         return frozenset({tp})
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        parts = [_passed_through(arg) for arg in typing.get_args(tp)]
-        # Only when every option is a scalar: a value matching one scalar option is then
-        # never something another option's decoder would have turned into another value.
+        args = typing.get_args(tp)
+        parts = [_passed_through(arg) for arg in args]
+        # Only when every option is a scalar: a value of one option's type is then taken
+        # as it is by the first option that accepts it, unless that is ``float``, whose
+        # decoder turns an int into a float (so an int stays out when float comes first).
         if all(parts):
-            return frozenset().union(*parts)
+            kinds = frozenset().union(*parts)
+            if float in args and int in args and args.index(float) < args.index(int):
+                kinds -= {int}
+            return kinds
     return frozenset()
 
 
