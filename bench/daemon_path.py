@@ -75,6 +75,18 @@ class Client:
             if msg.get("rid") == req["rid"]:
                 return msg
 
+    async def publish_pipelined(self, frames: list[bytes], window: int) -> None:
+        """Write ``frames`` (see :func:`publishes`), 64 per write, at most ``window`` of
+        them unanswered (``count_frames`` running for this client counts the answers)."""
+        sent, events = 0, len(frames)
+        while sent < events:
+            if sent - self.seen >= window:
+                await trio.sleep(0)
+                continue
+            k = min(64, events - sent)
+            await self.stream.send_all(b"".join(frames[sent:sent + k]))
+            sent += k
+
     async def count_frames(self, n: int, done: trio.Event) -> None:
         """Read until ``n`` frames came (not decoded: the client's cost stays small)."""
         self.seen = 0
@@ -82,6 +94,12 @@ class Client:
             self.decoder.feed(await self.stream.receive_some(1 << 18))
             self.seen += len(self.decoder.bodies())
         done.set()
+
+
+def publishes(topic: str, events: int, reliable: bool) -> list[bytes]:
+    """Publish requests of ``PAYLOAD``, encoded before the clock starts."""
+    return [encode_frame({"op": "publish", "rid": 10 + i, "topic": topic, "attrs": {},
+                          "payload": PAYLOAD, "reliable": reliable}) for i in range(events)]
 
 
 async def connect(node: Node, nursery: trio.Nursery, conn_id: int) -> Client:
@@ -108,23 +126,14 @@ async def one_run(setup: Setup, events: int, window: int) -> tuple[float, float]
                                            "filter": ""})
                 assert reply["ok"], reply
             pub = await connect(node, nursery, 2)
-            frames = [encode_frame({"op": "publish", "rid": 10 + i, "topic": TOPIC,
-                                    "attrs": {}, "payload": PAYLOAD,
-                                    "reliable": setup.reliable}) for i in range(events)]
+            frames = publishes(TOPIC, events, setup.reliable)
             replies = delivered = trio.Event()
             nursery.start_soon(pub.count_frames, events, replies)
             if setup.subscriber:
                 delivered = trio.Event()
                 nursery.start_soon(sub.count_frames, events, delivered)
             started, cpu_started = time.monotonic(), time.process_time()
-            sent = 0
-            while sent < events:
-                if sent - pub.seen >= window:  # at most ``window`` unanswered
-                    await trio.sleep(0)
-                    continue
-                k = min(64, events - sent)
-                await pub.stream.send_all(b"".join(frames[sent:sent + k]))
-                sent += k
+            await pub.publish_pipelined(frames, window)
             await delivered.wait()
             await replies.wait()
             wall, cpu = time.monotonic() - started, time.process_time() - cpu_started

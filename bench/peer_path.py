@@ -32,10 +32,9 @@ import trio
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.daemon_path import PAYLOAD, Client, connect  # noqa: E402
+from bench.daemon_path import PAYLOAD, Client, connect, publishes  # noqa: E402
 from chord import ChordNode  # noqa: E402
 from overlay.commands.daemon import tune_gc  # noqa: E402
-from overlay.core.framing import encode_frame  # noqa: E402
 from overlay.core.ids import hash_id  # noqa: E402
 from overlay.runtime.config import build_config  # noqa: E402
 from overlay.runtime.serve import Node, build_node  # noqa: E402
@@ -99,9 +98,7 @@ async def one_run(events: int, window: int, reliable: bool) -> tuple[float, floa
             assert reply["ok"], reply
             for sub in subs:
                 await sub.count_frames(1, trio.Event())
-            frames = [encode_frame({"op": "publish", "rid": 10 + i, "topic": topic,
-                                    "attrs": {}, "payload": PAYLOAD, "reliable": reliable})
-                      for i in range(events)]
+            frames = publishes(topic, events, reliable)
             tune_gc()
             replies = trio.Event()
             nursery.start_soon(pub.count_frames, events, replies)
@@ -109,14 +106,7 @@ async def one_run(events: int, window: int, reliable: bool) -> tuple[float, floa
             for sub, done in zip(subs, delivered, strict=True):
                 nursery.start_soon(sub.count_frames, events, done)
             started, cpu_started = time.monotonic(), time.process_time()
-            sent = 0
-            while sent < events:
-                if sent - pub.seen >= window:  # at most ``window`` unanswered
-                    await trio.sleep(0)
-                    continue
-                k = min(64, events - sent)
-                await pub.stream.send_all(b"".join(frames[sent:sent + k]))
-                sent += k
+            await pub.publish_pipelined(frames, window)
             with trio.fail_after(120):
                 for done in delivered:
                     await done.wait()
