@@ -11,12 +11,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-CORRUPT = "_corrupt_record"
-
 # Every field of every record type, with the type TRACES.md gives it. ``attrs`` is an
-# object of mixed value types; it is kept as its JSON text (Spark's JSON reader hands
-# the raw object text to a string field) so that the filter evaluation sees true,
-# 1 and 1.0 as the writer wrote them.
+# object of mixed value types; it is kept as its compact JSON text so that the filter
+# evaluation sees true, 1 and 1.0 as the writer wrote them.
 FIELDS: list[tuple[str, T.DataType]] = [
     ("ts", T.DoubleType()),
     ("node", T.StringType()),
@@ -55,11 +52,6 @@ FIELDS: list[tuple[str, T.DataType]] = [
 ]
 
 REQUIRED = ("ts", "node", "ev")
-
-RECORD_SCHEMA = T.StructType(
-    [T.StructField(name, dtype, nullable=True) for name, dtype in FIELDS]
-    + [T.StructField(CORRUPT, T.StringType(), nullable=True)]
-)
 
 # Where a line came from. Records of one node are ordered by ``ts`` and, for equal
 # ``ts`` (common in simulations, where one step writes several records), by their

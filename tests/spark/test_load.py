@@ -1,18 +1,24 @@
-"""Loading: explicit schema, malformed lines counted by reason, order keys, run filter."""
+"""Loading: explicit schema, malformed lines counted by reason, order keys, run filter.
+
+Most of it runs without Spark: a task's parse (Arrow, with a line-by-line fallback) and
+its reading of file pieces are plain functions.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
-from spark_analysis.load import load_traces, parse_lines, read_lines
+from spark_analysis import parse
+from spark_analysis.chunks import Piece, plan_tasks, rank_of, read_piece
+from spark_analysis.lines import parse_line
+from spark_analysis.load import BAD_REASONS, load_traces
+from spark_analysis.load_task import partition_dir, run_task, task_files
 from spark_analysis.schema import LIVE_RANK
-
-pytestmark = pytest.mark.spark
 
 GOOD = [
     {
@@ -66,6 +72,21 @@ BAD = {
     '{"ts": 1.0, "node": "0a", "ev": "publish", "attrs": [1]}': "attrs not an object",
     "{'ts': 1.0, 'node': '0a', 'ev': 'x'}": "not a JSON object",
     '{"ts": NaN, "node": "0a", "ev": "x"}': "not a JSON object",
+    # Beyond Spark's reader, decided here: any field of a number, boolean or object
+    # type given another JSON type is a wrong type, text fields included (Spark used to
+    # keep a number's text); a line with none of ts, node and ev left is not a record.
+    '{"ts": 1.0, "node": "0a", "ev": "x", "topic": 5}': "field of the wrong type",
+    '{"ts": 1.0, "node": "0a", "ev": "x", "topic": {"a": 1}}': "field of the wrong type",
+    '{"topic": 5}': "not a JSON object",
+    '{"ts": 1.0, "node": "0a", "ev": "x", "hop": 18446744073709551615}': "field of the wrong type",
+    '{"ts": 1e400, "node": "0a", "ev": "x"}': "ts not finite",
+    '{"ts": 1.0, "node": "0a", "ev": "x"} {"ts": 2.0}': "not a JSON object",
+    '{"ts": 1.0, "node": "0a", "ev": "x", "ms": Infinity}': "not a JSON object",
+    '{"ts": 1.0, "node": "0a", "ev": "publish", "attrs": {"p": NaN}}': "not a JSON object",
+    '{"ts": 1.0, "node": "0a", "ev": "x",}': "not a JSON object",
+    "null": "not a JSON object",
+    " \t ": "empty line",
+    '{"ts": 1.0, "node": {"id": "0a"}, "ev": "x"}': "node or ev not text",
 }
 
 
@@ -83,40 +104,142 @@ def trace_dir(tmp_path: Path) -> Path:
     return d
 
 
-def test_each_malformed_line_gets_its_reason(spark: SparkSession, trace_dir: Path) -> None:
-    parsed = parse_lines(read_lines(spark, str(trace_dir)))
-    got = {r["value"]: r["bad_reason"] for r in parsed.collect()}
-    assert set(got) == {*BAD, *(json.dumps(g) for g in GOOD)}
-    for line, reason in BAD.items():
-        assert got[line] == reason, line
-    for good in GOOD:
-        assert got[json.dumps(good)] is None
+def _compact(record: dict[str, object]) -> str:
+    return json.dumps(record, separators=(",", ":"))
 
 
-def test_typed_fields_and_attrs_text_keep_json_types(spark: SparkSession, trace_dir: Path) -> None:
-    parsed = parse_lines(read_lines(spark, str(trace_dir))).filter(F.col("bad_reason").isNull())
-    pub = parsed.filter(F.col("ev") == "publish").first()
-    assert pub is not None
+# Good lines as the tracer writes them (compact), many: the block Arrow parses.
+FILLER = [
+    _compact({"ts": 10.0 + i, "node": "0f", "ev": "recv", "run": "r1", "hop": i, "dup": False})
+    for i in range(200)
+]
+
+
+def _parse(lines: list[str]) -> tuple[list[dict[str, object]], parse.Tally]:
+    table, tally = parse.parse_text("".join(line + "\n" for line in lines))
+    return table.to_pylist(), tally
+
+
+@pytest.mark.parametrize("line", list(BAD))
+def test_each_malformed_line_gets_its_reason(line: str) -> None:
+    assert parse_line(line.encode()) == (BAD[line], None)
+    # Among good lines: the block is rejected, halved down to the bad line, and the
+    # good lines around it are kept, numbered as the lines of the block.
+    records, tally = _parse([*FILLER[:100], line, *FILLER[100:]])
+    assert (tally.lines, tally.bad) == (201, {BAD[line]: 1})
+    assert tally.samples[BAD[line]] == ("test", 0, 100, line)
+    assert [r["hop"] for r in records] == list(range(200))
+    assert [r["src_row"] for r in records] == [*range(100), *range(101, 201)]
+
+
+def test_reasons_are_the_known_ones() -> None:
+    assert set(BAD.values()) == set(BAD_REASONS)
+
+
+def test_invalid_utf8_is_not_json() -> None:
+    # Arrow would keep the byte in its string column; the block goes line by line.
+    line = b'{"ts":1.0,"node":"0\xffa","ev":"x"}'
+    assert parse_line(line) == ("not a JSON object", None)
+    tally = parse.Tally()
+    got = parse.parse_block(line + b"\n" + "\n".join(FILLER).encode(), 1, 0, "f", tally)
+    assert (tally.lines, tally.bad) == (201, {"not a JSON object": 1})
+    assert sum(t.num_rows for t in got) == 200
+
+
+def test_arrow_and_line_by_line_give_the_same_records() -> None:
+    lines = [_compact(g) for g in GOOD] + FILLER[:3]
+    fast, tally = _parse(lines)
+    assert tally.bad == {} and len(fast) == len(lines)
+    for line, record in zip(lines, fast, strict=True):
+        reason, by_line = parse_line(line.encode())
+        assert reason is None and by_line is not None
+        assert {k: v for k, v in record.items() if not k.startswith("src_")} == {
+            name: by_line.get(name) for name in record if not name.startswith("src_")
+        }
+
+
+def test_attrs_text_keeps_json_types() -> None:
+    records, _ = _parse([_compact(GOOD[0]), *FILLER[:3]])
     # bool stays bool, 1.0 stays a float: the filter evaluation depends on it
-    assert json.loads(pub["attrs"]) == GOOD[0]["attrs"]
-    assert [type(v) for v in json.loads(pub["attrs"]).values()] == [bool, int, float, str]
-    deliver = parsed.filter(F.col("ev") == "deliver").first()
-    assert deliver is not None
-    assert (deliver["ts"], deliver["sub"], deliver["hop"], deliver["dup"]) == (2.0, 1, 2, False)
+    assert records[0]["attrs"] == '{"flag":true,"n":1,"x":1.0,"s":"a"}'
+    assert [r["attrs"] for r in records[1:]] == [None] * 3
+    # an integer beyond 64 bits stays an integer; attrs on another record is kept
+    other = '{"ts":1.0,"node":"0a","ev":"deliver","attrs":{"big":123456789012345678901}}'
+    records, _ = _parse([*FILLER[:3], other])
+    assert records[3]["attrs"] == '{"big":123456789012345678901}'
 
 
-def test_source_order_columns(spark: SparkSession, trace_dir: Path) -> None:
-    lines = read_lines(spark, str(trace_dir)).collect()
-    by_file: dict[str, list[int]] = {}
-    for r in lines:
-        by_file.setdefault(r["src_file"], []).append(r["src_row"])
-        expected_rank = 1 if r["src_file"].endswith(".jsonl.1") else LIVE_RANK
-        assert r["src_rank"] == expected_rank
-    live = next(f for f in by_file if f.endswith("0a.jsonl"))
-    values = [
-        r["value"] for r in sorted(lines, key=lambda r: r["src_row"]) if r["src_file"] == live
+def test_pieces_own_the_lines_that_start_in_them(tmp_path: Path) -> None:
+    lines = [b"{}", b"", b'{"a":1}', b"x" * 7, b'{"b":22}']
+    path = tmp_path / "n.jsonl"
+    path.write_bytes(b"\n".join(lines))  # no line break after the last line
+    size = path.stat().st_size
+    for cut in range(size + 1):
+        first = read_piece(Piece(str(path), 0, cut, LIVE_RANK))
+        second = read_piece(Piece(str(path), cut, size, LIVE_RANK))
+        assert first + second == path.read_bytes(), cut
+        assert parse.line_count(first) + parse.line_count(second) == len(lines)
+
+
+def test_tasks_split_large_files_and_pack_small_ones() -> None:
+    files = [("/t/big.jsonl", 300 << 20), ("/t/a.jsonl.2", 1000), ("/t/b.jsonl", 2000)]
+    tasks = plan_tasks(files, parallelism=2)
+    pieces = sorted((p.path, p.start, p.end) for task in tasks for p in task)
+    assert pieces[:3] == [
+        ("/t/a.jsonl.2", 0, 1000),
+        ("/t/b.jsonl", 0, 2000),
+        ("/t/big.jsonl", 0, 128 << 20),
     ]
-    assert values[0] == json.dumps(GOOD[0]) and values[-1] == json.dumps(GOOD[1])
+    assert pieces[-1] == ("/t/big.jsonl", 256 << 20, 300 << 20)
+    assert len(tasks) == 3  # the small files ride with the last piece of the big one
+    assert (rank_of("x.jsonl.2"), rank_of("x.jsonl"), rank_of("x.jsonl.99999999999")) == (
+        2,
+        LIVE_RANK,
+        None,
+    )
+
+
+def test_partition_names_as_spark_writes_them() -> None:
+    assert partition_dir("deliver") == "ev=deliver"
+    assert partition_dir("a/b=c d") == "ev=a%2Fb%3Dc d"
+    assert partition_dir("") == "ev=__HIVE_DEFAULT_PARTITION__"
+
+
+def test_a_retried_task_replaces_its_files(tmp_path: Path, trace_dir: Path) -> None:
+    piece = Piece(
+        str(trace_dir / "0a.jsonl"), 0, (trace_dir / "0a.jsonl").stat().st_size, LIVE_RANK
+    )
+    target = str(tmp_path / "records")
+    first = run_task((3, [piece]), target, None)
+    again = run_task((3, [piece]), target, None)
+    assert first.records == again.records == 2
+    files = task_files(target)
+    assert [f.relative_to(target).as_posix() for f in files] == [
+        "ev=deliver/part-00003.parquet",
+        "ev=publish/part-00003.parquet",
+    ]
+    assert sum(pq.read_metadata(f).num_rows for f in files) == 2
+
+
+def test_loaded_records_keep_types_and_file_order(
+    spark: SparkSession, trace_dir: Path, tmp_path: Path
+) -> None:
+    loaded = load_traces(spark, str(trace_dir), tmp_path / "out")
+    rows = loaded.records.collect()
+    pub = next(r for r in rows if r["ev"] == "publish")
+    assert json.loads(pub["attrs"]) == GOOD[0]["attrs"]
+    deliver = next(r for r in rows if r["ev"] == "deliver")
+    assert (deliver["ts"], deliver["sub"], deliver["hop"], deliver["dup"]) == (2.0, 1, 2, False)
+    lookup = next(r for r in rows if r["ev"] == "lookup")
+    assert lookup["src_rank"] == 1  # deep/0b.jsonl.1: rotated, found recursively
+    assert (pub["src_rank"], deliver["src_rank"]) == (LIVE_RANK, LIVE_RANK)
+    # in 0a.jsonl the publish is the first line, the deliver the last
+    assert (pub["src_block"], pub["src_row"]) == (0, 0)
+    assert (deliver["src_block"], deliver["src_row"]) == (0, len(BAD) + 1)
+    samples = {s["reason"]: s for s in loaded.bad_samples}
+    assert samples["empty line"]["file"] == (trace_dir / "0a.jsonl").as_uri().replace(
+        "file:///", "file:/"
+    )
 
 
 def test_load_counts_writes_parquet_and_filters_run(

@@ -1,0 +1,223 @@
+"""Trace lines -> typed Arrow columns, bad lines counted by reason (runs in a task).
+
+Arrow's C++ JSON reader parses a whole block of lines against the explicit schema,
+without a Python object per value; it is strict where the contract is (a number for a
+string, a float for an integer, a number for a boolean, a repeated key: all errors).
+Where it is more lenient than the contract or cannot express it, the block is checked
+first with whole-buffer byte counts, and any block Arrow or a check rejects is halved
+until the bad line is in a small block, which goes line by line (:mod:`lines`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from spark_analysis import lines as per_line
+from spark_analysis.schema import Ev
+
+ARROW_SCHEMA = per_line.ARROW_SCHEMA
+# Parsed by Arrow: everything but attrs, whose JSON text must be kept as written
+# (true, 1 and 1.0 differ for the filters), which Arrow cannot give back.
+_FAST_SCHEMA = pa.schema([f for f in per_line.FIELD_SCHEMA if f.name != "attrs"])
+_PARSE_OPTIONS = pj.ParseOptions(
+    explicit_schema=_FAST_SCHEMA, unexpected_field_behavior="ignore", newlines_in_values=False
+)
+# Below this many bytes a rejected block is read line by line instead of halved again.
+LINE_BY_LINE_BYTES = 16 << 10
+SAMPLE_CHARS = 300
+_ATTRS_KEY = b'"attrs"'
+
+
+@dataclass
+class Tally:
+    """Line counts of what a task parsed, and the first bad line of each reason."""
+
+    lines: int = 0
+    bad: dict[str, int] = field(default_factory=dict)
+    # reason -> (file, block, row, first characters of the line): the first in the
+    # files' order, so that the sample does not depend on how the work was split
+    samples: dict[str, tuple[str, int, int, str]] = field(default_factory=dict)
+
+    def add_bad(self, reason: str, file: str, block: int, row: int, line: bytes) -> None:
+        self.bad[reason] = self.bad.get(reason, 0) + 1
+        self._sample(reason, (file, block, row, line.decode("utf-8", "replace")[:SAMPLE_CHARS]))
+
+    def _sample(self, reason: str, sample: tuple[str, int, int, str]) -> None:
+        old = self.samples.get(reason)
+        if old is None or sample[:3] < old[:3]:
+            self.samples[reason] = sample
+
+    def merge(self, other: Tally) -> None:
+        self.lines += other.lines
+        for reason, n in other.bad.items():
+            self.bad[reason] = self.bad.get(reason, 0) + n
+        for reason, sample in other.samples.items():
+            self._sample(reason, sample)
+
+
+def line_count(data: bytes) -> int:
+    """Lines as a line reader counts them: a last line without a line break counts."""
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def _valid_utf8(data: bytes) -> bool:
+    if data.isascii():  # nearly always, and much cheaper than decoding
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _plain_objects(data: bytes, n: int) -> bool:
+    """Every line is one ``{...}`` with nothing around it, valid UTF-8, no NaN/Infinity.
+
+    Arrow skips blank lines (they must be counted), reads two objects on one line as
+    two rows, crashes on a block that starts with a bare ``null``, keeps invalid UTF-8
+    in its strings, and accepts NaN and Infinity anywhere (the contract's JSON does
+    not): such blocks go line by line.
+    """
+    breaks = data.count(b"\n")
+    closed = data.count(b"}\n") == breaks and (breaks == n or data.endswith(b"}"))
+    return (
+        data.startswith(b"{")
+        and closed
+        and data.count(b"\n{") == n - 1
+        and b"NaN" not in data
+        and b"Infinity" not in data
+        and _valid_utf8(data)
+    )
+
+
+def _publish_attrs(data: bytes, ev: pa.Array) -> pa.Array | None:
+    """attrs as JSON text for the publish rows; None if any line needs a closer look.
+
+    Only publish records carry attrs (about 1% of lines), so those lines are parsed a
+    second time, by orjson. When ``"attrs"`` also appears on any other line, or a
+    publish line's attrs is not an object, the block goes line by line.
+    """
+    rows = pc.indices_nonzero(pc.equal(ev, Ev.PUBLISH)).to_pylist()
+    texts: list[str | None] = [None] * len(ev)
+    if not rows:
+        return pa.nulls(len(ev), pa.string()) if _ATTRS_KEY not in data else None
+    lines = data.split(b"\n")
+    seen = 0
+    for i in rows:
+        line = lines[i]
+        seen += line.count(_ATTRS_KEY)
+        try:
+            attrs = per_line.load_json(line).get("attrs")
+        except ValueError:
+            return None
+        if attrs is None:
+            continue
+        if not isinstance(attrs, dict):
+            return None
+        texts[i] = per_line.json_text(attrs)
+    if data.count(_ATTRS_KEY) != seen:
+        return None
+    return pa.array(texts, pa.string())
+
+
+def _fast(data: bytes, n: int) -> pa.Table | None:
+    """The block parsed by Arrow, or None when it holds anything but good records."""
+    if not _plain_objects(data, n):
+        return None
+    try:
+        table = pj.read_json(
+            pa.BufferReader(data),
+            read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, len(data))),
+            parse_options=_PARSE_OPTIONS,
+        )
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if table.num_rows != n:
+        return None
+    required = [table.column(name) for name in ("ts", "node", "ev")]
+    if any(col.null_count for col in required) or not pc.all(pc.is_finite(required[0])).as_py():
+        return None
+    attrs = _publish_attrs(data, table.column("ev"))
+    if attrs is None:
+        return None
+    return table.append_column(per_line.FIELD_SCHEMA.field("attrs"), attrs).select(
+        per_line.FIELD_SCHEMA.names
+    )
+
+
+def _with_source(table: pa.Table, rank: int | None, block: int, rows: pa.Array) -> pa.Table:
+    n = table.num_rows
+    return (
+        table.append_column(ARROW_SCHEMA.field("src_rank"), pa.array([rank] * n, pa.int32()))
+        .append_column(ARROW_SCHEMA.field("src_block"), pa.repeat(pa.scalar(block, pa.int64()), n))
+        .append_column(ARROW_SCHEMA.field("src_row"), rows)
+    )
+
+
+def _halves(data: bytes) -> tuple[bytes, bytes] | None:
+    middle = data.find(b"\n", len(data) // 2)
+    if middle < 0 or middle + 1 >= len(data):
+        middle = data.rfind(b"\n", 0, len(data) // 2)
+    if middle < 0:
+        return None
+    return data[: middle + 1], data[middle + 1 :]
+
+
+def parse_block(
+    data: bytes,
+    rank: int | None,
+    block: int,
+    file: str,
+    tally: Tally,
+    first_row: int = 0,
+) -> list[pa.Table]:
+    """Good records of the whole lines ``data`` (``src_row`` counted from ``first_row``).
+
+    Adds every line to ``tally`` and every bad one to its reason.
+    """
+    n = line_count(data)
+    if n == 0:
+        return []
+    table = _fast(data, n)
+    if table is not None:
+        tally.lines += n
+        return [_with_source(table, rank, block, pa.arange(first_row, first_row + n))]
+    halves = _halves(data) if len(data) > LINE_BY_LINE_BYTES else None
+    if halves is None:
+        table, rows = _line_by_line(data, block, file, tally, first_row)
+        return [_with_source(table, rank, block, pa.array(rows, pa.int64()))]
+    head, tail = halves
+    out = parse_block(head, rank, block, file, tally, first_row)
+    return out + parse_block(tail, rank, block, file, tally, first_row + line_count(head))
+
+
+def _line_by_line(
+    data: bytes, block: int, file: str, tally: Tally, first_row: int
+) -> tuple[pa.Table, list[int]]:
+    """Good records of a small block parsed one line at a time, and their line numbers."""
+    lines = data.split(b"\n")
+    if data.endswith(b"\n"):
+        lines.pop()
+    columns: dict[str, list[object]] = {name: [] for name in per_line.FIELD_SCHEMA.names}
+    rows: list[int] = []
+    for i, line in enumerate(lines, first_row):
+        tally.lines += 1
+        reason, record = per_line.parse_line(line)
+        if reason is not None or record is None:
+            tally.add_bad(reason or "not a JSON object", file, block, i, line)
+            continue
+        rows.append(i)
+        for name, values in columns.items():
+            values.append(record.get(name))
+    return pa.table(columns, schema=per_line.FIELD_SCHEMA), rows
+
+
+def parse_text(data: str, rank: int | None = 0) -> tuple[pa.Table, Tally]:
+    """One block of text parsed as a task parses it (block 0): for tests and tools."""
+    tally = Tally()
+    tables = parse_block(data.encode(), rank, 0, "test", tally)
+    return (pa.concat_tables(tables) if tables else ARROW_SCHEMA.empty_table()), tally
