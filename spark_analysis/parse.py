@@ -17,7 +17,6 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from spark_analysis import lines as per_line
-from spark_analysis.schema import Ev
 
 ARROW_SCHEMA = per_line.ARROW_SCHEMA
 # Parsed by Arrow: everything but attrs, whose JSON text must be kept as written
@@ -26,6 +25,9 @@ _FAST_SCHEMA = pa.schema([f for f in per_line.FIELD_SCHEMA if f.name != "attrs"]
 _PARSE_OPTIONS = pj.ParseOptions(
     explicit_schema=_FAST_SCHEMA, unexpected_field_behavior="ignore", newlines_in_values=False
 )
+# One thread: Spark runs a task per core already. Blocks of a few MiB parse as fast as
+# one block of the whole piece, in less memory (a longer line fails, and is read alone).
+_READ_OPTIONS = pj.ReadOptions(use_threads=False, block_size=4 << 20)
 # Below this many bytes a rejected block is read line by line instead of halved again.
 LINE_BY_LINE_BYTES = 16 << 10
 SAMPLE_CHARS = 300
@@ -82,11 +84,10 @@ def _plain_objects(data: bytes, n: int) -> bool:
     in its strings, and accepts NaN and Infinity anywhere (the contract's JSON does
     not): such blocks go line by line.
     """
-    breaks = data.count(b"\n")
-    closed = data.count(b"}\n") == breaks and (breaks == n or data.endswith(b"}"))
+    # With every line starting with "{", none is blank and each gives Arrow a row at
+    # least, so the row count (checked after the parse) finds two objects on one line.
     return (
         data.startswith(b"{")
-        and closed
         and data.count(b"\n{") == n - 1
         and b"NaN" not in data
         and b"Infinity" not in data
@@ -94,33 +95,30 @@ def _plain_objects(data: bytes, n: int) -> bool:
     )
 
 
-def _publish_attrs(data: bytes, ev: pa.Array) -> pa.Array | None:
-    """attrs as JSON text for the publish rows; None if any line needs a closer look.
+def _attrs(data: bytes, ev: pa.Array) -> pa.Array | None:
+    """attrs as JSON text, or None when a line with attrs has to be read line by line.
 
-    Only publish records carry attrs (about 1% of lines), so those lines are parsed a
-    second time, by orjson. When ``"attrs"`` also appears on any other line, or a
-    publish line's attrs is not an object, the block goes line by line.
+    Only publish records carry attrs (about 1% of lines): each line that mentions
+    ``"attrs"`` is found by a search, numbered by counting the line breaks before it,
+    and parsed again, by the line-by-line reference. A publish line without it keeps a
+    null attrs, as that reference would.
     """
-    rows = pc.indices_nonzero(pc.equal(ev, Ev.PUBLISH)).to_pylist()
+    pos = data.find(_ATTRS_KEY)
+    if pos < 0:
+        return pa.nulls(len(ev), pa.string())
     texts: list[str | None] = [None] * len(ev)
-    if not rows:
-        return pa.nulls(len(ev), pa.string()) if _ATTRS_KEY not in data else None
-    lines = data.split(b"\n")
-    seen = 0
-    for i in rows:
-        line = lines[i]
-        seen += line.count(_ATTRS_KEY)
-        try:
-            attrs = per_line.load_json(line).get("attrs")
-        except ValueError:
+    row, counted = 0, 0
+    while pos >= 0:
+        start = data.rfind(b"\n", 0, pos) + 1
+        end = data.find(b"\n", pos)
+        end = len(data) if end < 0 else end
+        row += data.count(b"\n", counted, start)
+        counted = start
+        reason, record = per_line.parse_line(data[start:end])
+        if reason is not None or record is None or record["ev"] != ev[row].as_py():
             return None
-        if attrs is None:
-            continue
-        if not isinstance(attrs, dict):
-            return None
-        texts[i] = per_line.json_text(attrs)
-    if data.count(_ATTRS_KEY) != seen:
-        return None
+        texts[row] = record.get("attrs")
+        pos = data.find(_ATTRS_KEY, end)
     return pa.array(texts, pa.string())
 
 
@@ -131,7 +129,7 @@ def _fast(data: bytes, n: int) -> pa.Table | None:
     try:
         table = pj.read_json(
             pa.BufferReader(data),
-            read_options=pj.ReadOptions(use_threads=False, block_size=max(1 << 20, len(data))),
+            read_options=_READ_OPTIONS,
             parse_options=_PARSE_OPTIONS,
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -141,7 +139,7 @@ def _fast(data: bytes, n: int) -> pa.Table | None:
     required = [table.column(name) for name in ("ts", "node", "ev")]
     if any(col.null_count for col in required) or not pc.all(pc.is_finite(required[0])).as_py():
         return None
-    attrs = _publish_attrs(data, table.column("ev"))
+    attrs = _attrs(data, table.column("ev").combine_chunks())
     if attrs is None:
         return None
     return table.append_column(per_line.FIELD_SCHEMA.field("attrs"), attrs).select(
