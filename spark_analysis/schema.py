@@ -56,7 +56,8 @@ REQUIRED = ("ts", "node", "ev")
 # Where a line came from. Records of one node are ordered by ``ts`` and, for equal
 # ``ts`` (common in simulations, where one step writes several records), by their
 # position in the node's trace: rotation rank (``.jsonl.1`` < ``.jsonl.2`` < ``.jsonl``),
-# the offset of the file split, then the row id, which grows along a split.
+# the offset where the loading task's piece of the file starts, then the line number
+# within that piece.
 SOURCE_FIELDS: list[tuple[str, T.DataType]] = [
     ("src_rank", T.IntegerType()),
     ("src_block", T.LongType()),
