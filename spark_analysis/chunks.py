@@ -123,9 +123,9 @@ def read_piece(piece: Piece) -> bytes:
             fh.seek(piece.start - 1)
             data = fh.read(piece.end - piece.start + 1)
             cut = data.find(b"\n")
-            data = data[cut + 1 :] if cut >= 0 else b""
             if cut < 0:
-                return b""
+                return b""  # one line runs through the whole piece: not ours
+            data = data[cut + 1 :]
         if data and not data.endswith(b"\n"):
             tail = [data]
             while chunk := fh.read(READ_AHEAD):
