@@ -14,7 +14,14 @@ setup runs ``--repeat`` times and the minimum and median are printed (other work
 machine only ever adds time). ``bench/e2e.py`` measures the same path end to end with
 separate client processes, against Mosquitto and Redis.
 
-Run: .venv/bin/python bench/daemon_path.py [--events 30000] [--repeat 5]
+Run: .venv/bin/python bench/daemon_path.py [--events 30000] [--repeat 5] [--setup N]
+
+Counts that do not move with the machine's load: instructions per event, from two runs
+of one setup under valgrind (the difference removes start-up), e.g.
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+        .venv/bin/python bench/daemon_path.py --setup 0 --repeat 1 --events 2000
+    (again with --events 6000; instructions per event = (I6000 - I2000) / 4000)
 """
 
 from __future__ import annotations
@@ -147,12 +154,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--events", type=int, default=30000)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--window", type=int, default=256)
+    p.add_argument("--setup", type=int, choices=range(len(SETUPS)), default=None,
+                   help="only this setup (0: " + ", ".join(
+                       f"{i}: {s.name}" for i, s in enumerate(SETUPS))[3:] + ")")
     args = p.parse_args(argv)
     with open("/proc/loadavg", encoding="ascii") as fh:
         load = fh.read().split()[0]
     print(f"{args.events} events per run, {args.repeat} runs per setup, load average {load}")
     print(f"{'setup':28s} {'us/event min':>13s} {'median':>8s} {'events/s max':>13s}")
-    for setup in SETUPS:
+    for setup in SETUPS if args.setup is None else SETUPS[args.setup:args.setup + 1]:
         runs = [trio.run(one_run, setup, args.events, args.window) for _ in range(args.repeat)]
         costs = [c for _, c in runs]
         print(f"{setup.name:28s} {min(costs):13.1f} {statistics.median(costs):8.1f} "
