@@ -210,10 +210,19 @@ def _compile(tp: Any) -> tuple[Converter, Converter]:
 INTERNED_MAX = 4096
 
 
+#: One interning decoder per record class, shared by every field of that type: the
+#: instances a node keeps stay bounded by ``INTERNED_MAX`` per class, however many
+#: message fields carry it.
+_INTERNING: dict[type[Record], Converter] = {}
+
+
 def _interning_decoder(cls: type[Record]) -> Converter:
     """``cls.from_wire``, giving the instance made from an equal map again (see
     :attr:`Record.intern_decoded`). Equal means the same keys, and values of the same
     type that compare equal (``1``, ``1.0`` and ``True`` are different keys)."""
+    shared = _INTERNING.get(cls)
+    if shared is not None:
+        return shared
     names = [name for name, *_ in cls._plan]
     made: dict[tuple[Any, ...], Any] = {}
 
@@ -237,6 +246,7 @@ def _interning_decoder(cls: type[Record]) -> Converter:
             made[key] = hit
         return hit
 
+    _INTERNING[cls] = decode
     return decode
 
 

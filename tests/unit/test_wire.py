@@ -302,3 +302,18 @@ def test_a_reused_wire_map_belongs_to_the_same_instance_only() -> None:
     assert encode_message(Hello(a, 1))["who"] is encode_message(Hello(a, 2))["who"]
     assert encode_message(Hello(b, 0))["who"] == {"id": 2, "addr": "b:2"}
     assert decode_message(encode_message(Hello(a, 3))) == Hello(a, 3)
+
+
+@message("test.wire_two_peers")
+class TwoPeers(Message):
+    a: Peer
+    b: Peer
+
+
+def test_every_field_of_an_interned_type_shares_one_bounded_store() -> None:
+    peer = {"id": 7, "addr": "g:7"}
+    wire = {"t": "test.wire_two_peers", "a": dict(peer), "b": dict(peer)}
+    got = decode_message(wire)
+    hello = decode_message({"t": "test.wire_hello", "who": dict(peer), "n": 0})
+    assert isinstance(got, TwoPeers) and isinstance(hello, Hello)
+    assert got.a is got.b is hello.who
