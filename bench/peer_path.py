@@ -22,7 +22,6 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import trio
@@ -32,7 +31,7 @@ import trio
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.daemon_path import PAYLOAD, Client, connect, publishes  # noqa: E402
+from bench.daemon_path import PAYLOAD, Client, connect, measure, publishes  # noqa: E402
 from chord import ChordNode  # noqa: E402
 from overlay.commands.daemon import tune_gc  # noqa: E402
 from overlay.core.ids import hash_id  # noqa: E402
@@ -100,22 +99,11 @@ async def one_run(events: int, window: int, reliable: bool) -> tuple[float, floa
                 await sub.count_frames(1, trio.Event())
             frames = publishes(topic, events, reliable)
             tune_gc()
-            replies = trio.Event()
-            nursery.start_soon(pub.count_frames, events, replies)
-            delivered = [trio.Event() for _ in subs]
-            for sub, done in zip(subs, delivered, strict=True):
-                nursery.start_soon(sub.count_frames, events, done)
-            started, cpu_started = time.monotonic(), time.process_time()
-            await pub.publish_pipelined(frames, window)
-            with trio.fail_after(120):
-                for done in delivered:
-                    await done.wait()
-                await replies.wait()
-            wall, cpu = time.monotonic() - started, time.process_time() - cpu_started
+            result = await measure(nursery, pub, subs, frames, window)
             for node in nodes:
                 node.daemon.stop()
             nursery.cancel_scope.cancel()
-    return events / wall, cpu / events * 1e6
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -63,7 +63,7 @@ class EventMemory:
     first copy, or sooner when more than ``max_events`` are held (oldest first). (A
     msg_id is globally unique, but clients may choose their own.)"""
 
-    def __init__(self, keep: float, max_events: int = 50_000) -> None:
+    def __init__(self, keep: float, max_events: int) -> None:
         self.keep = keep
         self.max_events = max_events
         self._events: dict[tuple[str, str], HandledEvent] = {}

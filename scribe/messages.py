@@ -116,16 +116,9 @@ class EventBody(Record):
         one was made, so the copy skips ``__post_init__`` (the root does it per event)."""
         if seq < 1:
             raise ValueError("seq starts at 1")
-        copy = object.__new__(EventBody)
-        put = object.__setattr__
-        put(copy, "topic", self.topic)
-        put(copy, "msg_id", self.msg_id)
-        put(copy, "seq", seq)
-        put(copy, "attrs", self.attrs)
-        put(copy, "payload", self.payload)
-        put(copy, "publisher", self.publisher)
-        put(copy, "ts", self.ts)
-        return copy
+        body: EventBody = EventBody.trusted(self.topic, self.msg_id, seq, self.attrs,
+                                            self.payload, self.publisher, self.ts)
+        return body
 
 
 #: Most events one message (a fill, a handover, a replica sync) carries.

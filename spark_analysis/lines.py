@@ -14,21 +14,14 @@ from typing import Any
 import orjson
 import pyarrow as pa
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
-from spark_analysis.schema import FIELDS, REQUIRED, SOURCE_FIELDS, Ev
+from spark_analysis.schema import FIELDS, NORMALIZED_SCHEMA, REQUIRED, Ev
 
-_ARROW_TYPES: dict[type[T.DataType], pa.DataType] = {
-    T.DoubleType: pa.float64(),
-    T.StringType: pa.string(),
-    T.LongType: pa.int64(),
-    T.BooleanType: pa.bool_(),
-    T.IntegerType: pa.int32(),
-}
-FIELD_SCHEMA = pa.schema([(name, _ARROW_TYPES[type(t)]) for name, t in FIELDS])
+# Spark's own conversion of the contract's types, so Arrow and Spark agree on them.
+FIELD_SCHEMA: pa.Schema = to_arrow_schema(T.StructType([T.StructField(n, t) for n, t in FIELDS]))
 # The records as written to Parquet (ev is the partition, so a file has all but it).
-ARROW_SCHEMA = pa.schema(
-    list(FIELD_SCHEMA) + [(name, _ARROW_TYPES[type(t)]) for name, t in SOURCE_FIELDS]
-)
+ARROW_SCHEMA: pa.Schema = to_arrow_schema(NORMALIZED_SCHEMA)
 
 BLANK = b" \t\r\n"
 _LONG_NUMBER = re.compile(rb"\d{19}")

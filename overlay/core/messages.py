@@ -46,6 +46,10 @@ class Record:
     #: reference in every message it sends), so instances made from recent maps are
     #: given again. Only for records whose fields are all scalars (hashable).
     intern_decoded: ClassVar[bool] = False
+    #: Builds an instance from field values known to be valid (positional, as for the
+    #: class itself) without running ``__post_init__``: a copy of a checked instance
+    #: with a field changed. Set by :func:`record`.
+    trusted: ClassVar[Callable[..., Any]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -279,7 +283,9 @@ def _encode_any_message(value: Any) -> Any:
 def record(cls: R) -> R:
     """Make ``cls`` a frozen dataclass with compiled wire converters."""
     dc = dataclasses.dataclass(frozen=True, slots=True)(cls)
-    dc.__init__ = _slot_init(dc)  # type: ignore[misc]
+    init, trusted = _slot_init(dc)
+    dc.__init__ = init  # type: ignore[misc]
+    dc.trusted = staticmethod(trusted)
     hints = typing.get_type_hints(dc)
     decoders: dict[str, Converter] = {}
     encoders: dict[str, Converter] = {}
@@ -298,9 +304,9 @@ def record(cls: R) -> R:
     return dc
 
 
-def _slot_init(dc: type) -> Callable[..., None]:
+def _slot_init(dc: type) -> tuple[Callable[..., None], Callable[..., Any]]:
     """An ``__init__`` for the frozen, slotted dataclass ``dc`` that stores each field
-    through its slot's descriptor.
+    through its slot's descriptor, and ``trusted``: the same without ``__post_init__``.
 
     The one ``dataclasses`` writes calls ``object.__setattr__(self, name, value)`` per
     field (the frozen class's own ``__setattr__`` refuses), which looks the slot up by
@@ -325,15 +331,21 @@ def _slot_init(dc: type) -> Callable[..., None]:
             namespace[f"_default_{name}"] = field.default
             params.append(f"{name}=_default_{name}")
         lines.append(f"    _set_{name}(self, {name})")
-    if hasattr(dc, "__post_init__"):
-        lines.append("    self.__post_init__()")
-    source = f"def __init__(self, {', '.join(params)}) -> None:\n" + "\n".join(
-        lines or ["    pass"])
+    # The same stores without the check: ``trusted(*values)`` builds an instance from
+    # values known to be valid already (a copy of a checked one with a field changed).
+    namespace["_new"], namespace["_cls"] = object.__new__, dc
+    source = "\n".join([
+        f"def __init__(self, {', '.join(params)}) -> None:",
+        *lines, *(["    self.__post_init__()"] if hasattr(dc, "__post_init__") else []),
+        "    return None",
+        f"def trusted({', '.join(params)}):",
+        "    self = _new(_cls)", *lines, "    return self"])
     exec(source, namespace)  # our own field names, as dataclasses itself does
-    init: Callable[..., None] = namespace["__init__"]
-    init.__qualname__ = f"{dc.__qualname__}.__init__"
-    init.__module__ = dc.__module__
-    return init
+    init, trusted = namespace["__init__"], namespace["trusted"]
+    for function, name in ((init, "__init__"), (trusted, "trusted")):
+        function.__qualname__ = f"{dc.__qualname__}.{name}"
+        function.__module__ = dc.__module__
+    return init, trusted
 
 
 def _passed_through(tp: Any) -> frozenset[type]:

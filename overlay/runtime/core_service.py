@@ -172,7 +172,7 @@ class CoreService:
         once for a client's burst rather than once per event. Per request, its result or
         the ApiError refusing it; one refused request does not stop the others."""
         if not self.ready:
-            return [_not_ready()] * len(requests)
+            return [ApiError.not_ready()] * len(requests)
         ts = time.time()  # one turn of the reader: the same publish time for all
 
         def publish_all(core: Any, now: float) -> list[PublishResult | ApiError]:
@@ -194,7 +194,7 @@ class CoreService:
         so every one is begun here (True for each)."""
         if not self.ready:
             for done in dones:
-                done(_not_ready())
+                done(ApiError.not_ready())
             return [True] * len(requests)
         ts = time.time()
         waiters: list[Waiter] = []
@@ -284,7 +284,7 @@ class CoreService:
             return ApiError("bad_request", str(exc))
         except Exception as exc:  # a bug of ours: this request fails, not its batch
             log.exception("internal error in publish")
-            return ApiError("internal", f"internal error: {type(exc).__name__}")
+            return ApiError.internal(exc)
         return None
 
     async def _time_out_publishes(self, daemon: Daemon) -> None:
@@ -292,17 +292,13 @@ class CoreService:
 
     def _require_ready(self) -> None:
         if not self.ready:
-            raise _not_ready()
+            raise ApiError.not_ready()
 
     def _call(self, fn: Callable[[Any, float], Any]) -> Any:
         return self.daemon.call(lambda node, now: fn(self.core_of(node), now))
 
     def batch(self) -> AbstractContextManager[None]:
         return self.daemon.batch()
-
-
-def _not_ready() -> ApiError:
-    return ApiError("not_ready", "this node has not joined the overlay yet")
 
 
 __all__ = ["DEFAULT_PUBLISH_TIMEOUT", "CoreService"]

@@ -317,3 +317,11 @@ def test_every_field_of_an_interned_type_shares_one_bounded_store() -> None:
     hello = decode_message({"t": "test.wire_hello", "who": dict(peer), "n": 0})
     assert isinstance(got, TwoPeers) and isinstance(hello, Hello)
     assert got.a is got.b is hello.who
+
+
+def test_trusted_builds_a_record_without_its_check() -> None:
+    built = Checked.trusted(11, 10)  # the check would refuse low above high
+    assert (built.low, built.high) == (11, 10) and built == Checked.trusted(11, 10)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.low = 1  # type: ignore[misc]
+    assert Checked.trusted(1) == Checked(1)  # defaults as for the class itself

@@ -24,8 +24,6 @@ from overlay.runtime.api.requests import (
     API_VERSION,
     BAD_FRAME,
     BAD_REQUEST,
-    INTERNAL,
-    NOT_READY,
     OVERLOADED,
     UNKNOWN_SUB,
     UNSUPPORTED_VERSION,
@@ -195,7 +193,7 @@ class ApiConnection:
             return None
         except Exception as exc:  # a bug of ours: the client gets 'internal', we go on
             log.exception("internal error handling %s", req.get("op"))
-            self._reply_now(rid, ApiError(INTERNAL, f"internal error: {type(exc).__name__}"))
+            self._reply_now(rid, ApiError.internal(exc))
             return None
         self._reply_now(rid, result)
         return None
@@ -212,7 +210,7 @@ class ApiConnection:
         if isinstance(request, Status):
             return {**service.status(), "api": self.server.status()}
         if not service.ready:
-            raise ApiError(NOT_READY, "this node has not joined the overlay yet")
+            raise ApiError.not_ready()
         if isinstance(request, Renew | Unsubscribe):
             if request.sub not in self.subs:
                 raise ApiError(UNKNOWN_SUB, f"no subscription {request.sub} on this connection")
@@ -228,7 +226,7 @@ class ApiConnection:
         """Create the subscription now (a bad filter is answered at once); reply once it
         is in effect."""
         if not self.service.ready:
-            raise ApiError(NOT_READY, "this node has not joined the overlay yet")
+            raise ApiError.not_ready()
         if len(self.subs) >= self.config.max_subscriptions_per_connection:
             raise ApiError(OVERLOADED, "too many subscriptions on this connection")
         sub = self.service.subscribe(request, self._push)
@@ -252,14 +250,13 @@ class ApiConnection:
         for a client's burst), before anything this client sent after them. A reliable
         publish past the in-flight bound is returned instead: the reader waits for room."""
         if not self.service.ready:
-            raise ApiError(NOT_READY, "this node has not joined the overlay yet")
+            raise ApiError.not_ready()
         gathered = self._gathered
         if gathered and gathered[-1][2].reliable != request.reliable:
             self._publish_gathered()
         if request.reliable:
             if self._inflight >= self.config.max_inflight_publishes:
-                self._publish_gathered()
-                return rid, request
+                return rid, request  # the turn ends: those gathered are handed over
             self._inflight += 1
         slot = _ReplySlot()
         self._replies.append(slot)
@@ -289,7 +286,7 @@ class ApiConnection:
             outcomes = self.service.publish_unreliable(requests)
         except Exception as exc:  # a bug of ours: these requests get 'internal', we go on
             log.exception("internal error in publish")
-            outcomes = [ApiError(INTERNAL, f"internal error: {type(exc).__name__}")] * len(
+            outcomes = [ApiError.internal(exc)] * len(
                 requests)
         for (slot, rid, _), outcome in zip(gathered, outcomes, strict=True):
             self._fill(slot, rid, _reply_body(outcome))
@@ -301,7 +298,7 @@ class ApiConnection:
             begun = self.service.begin_publishes(requests, dones)
         except Exception as exc:  # a bug of ours: those not answered yet get 'internal'
             log.exception("internal error in publish")
-            failed = ApiError(INTERNAL, f"internal error: {type(exc).__name__}")
+            failed = ApiError.internal(exc)
             for done in dones:
                 done(failed)
             return
@@ -330,7 +327,7 @@ class ApiConnection:
             body = exc
         except Exception as exc:
             log.exception("internal error in publish")
-            body = ApiError(INTERNAL, f"internal error: {type(exc).__name__}")
+            body = ApiError.internal(exc)
         finally:
             self._publish_done()
         self._fill(slot, rid, body)

@@ -45,6 +45,15 @@ class ApiError(Exception):
     def to_wire(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, **self.extra}
 
+    @classmethod
+    def not_ready(cls) -> ApiError:
+        return cls(NOT_READY, "this node has not joined the overlay yet")
+
+    @classmethod
+    def internal(cls, exc: BaseException) -> ApiError:
+        """A bug of ours met while serving a request (logged by the caller)."""
+        return cls(INTERNAL, f"internal error: {type(exc).__name__}")
+
 
 @dataclass(frozen=True)
 class Hello:
