@@ -6,13 +6,14 @@ up-calls come in; effects leave through the host: ``send_direct``/``route`` to p
 subscriptions, ``notice`` (``Notice`` effects) and ``trace`` records of TRACES.md.
 
 Notices: ``published`` (``topic``, ``msg_id``, ``seq``) when the topic's root has
-numbered an event this node published; ``expired`` (``sub``) when a subscription's
-expiry passed and it ended; ``subscribed`` (``topic``, ``sub``) when a new subscription
-is in effect: this node is the topic's root, or every edge from the root down to it
-holds a digest that includes the subscription (``TopicTree.settled``), so each matching
-event the root numbers from then on reaches it. (Before that, an event may be pruned
-upstream by a digest that does not include it yet.) A ``subscribed`` trace record
-(``topic``, ``sub``; beyond TRACES.md) marks that moment.
+numbered (and its replicas hold) a reliable event this node published (an unreliable
+publish is answered by nobody: its publisher does not wait); ``expired`` (``sub``) when
+a subscription's expiry passed and it ended; ``subscribed`` (``topic``, ``sub``) when a
+new subscription is in effect: this node is the topic's root, or every edge from the
+root down to it holds a digest that includes the subscription (``TopicTree.settled``),
+so each matching event the root numbers from then on reaches it. (Before that, an event
+may be pruned upstream by a digest that does not include it yet.) A ``subscribed`` trace
+record (``topic``, ``sub``; beyond TRACES.md) marks that moment.
 """
 
 from __future__ import annotations
@@ -177,9 +178,9 @@ class ScribeApp:
                 payload: bytes = b"", msg_id: str | None = None,
                 ts: float | None = None, reliable: bool = True) -> str:
         """Publish an event; returns its msg_id (``msg_id`` if given, else a fresh random
-        one). ``ts``: publish time to carry (default ``now``). A ``published`` notice
-        follows once the root numbered it (reliable: and its replicas hold it; until
-        then the event is sent again every ``publish_retry``). Raises ``ValueError``
+        one). ``ts``: publish time to carry (default ``now``). Reliable: a ``published``
+        notice follows once the root numbered it and its replicas hold it (until then
+        the event is sent again every ``publish_retry``). Raises ``ValueError``
         for bad input."""
         msg_id = self.publishing.publish(now, topic, attrs, payload, msg_id, ts, reliable)
         if self._settling:  # as after a delivery: this node may have become the root
@@ -243,7 +244,7 @@ class ScribeApp:
         if isinstance(msg, Join):
             self.membership.on_join_at_root(now, msg)
         elif isinstance(msg, Publish):
-            self.publishing.at_root(now, msg)
+            self.publishing.on_publish(now, msg)
         elif isinstance(msg, RootHandover):
             self.membership.on_handover(now, msg)
         elif isinstance(msg, Pull):

@@ -50,11 +50,12 @@ class Publishing:
         body = EventBody(topic, msg_id, None, dict(attrs), bytes(payload), s.me_hex,
                          now if ts is None else float(ts))
         s.trace("publish", topic=topic, msg_id=msg_id, attrs=body.attrs, size=len(payload))
-        msg = Publish(body, s.me, reliable)
+        msg = None
         if reliable:
+            msg = Publish(body, s.me, reliable)
             self.unacked[(topic, msg_id)] = (msg, now, now)
             s.wake(now)
-        self._toward_root(now, msg)
+        self._toward_root(now, body, reliable, msg)
         return msg_id
 
     def retry(self, now: float) -> None:
@@ -72,48 +73,64 @@ class Publishing:
                 self.unacked[key] = (msg, accepted, now)
                 s.host.route(now, s.mid(topic), msg)
 
-    def _toward_root(self, now: float, msg: Publish) -> None:
+    def _toward_root(self, now: float, body: EventBody, reliable: bool,
+                     msg: Publish | None) -> None:
+        """``msg``: the event's Publish when one was made already (None: made here, only
+        if it leaves this node; at the root an unreliable event needs none)."""
         s = self.s
-        root = self.roots.get(msg.body.topic)
+        root = self.roots.get(body.topic)
         if root is not None and root.id != s.me.id:
-            s.send(root, msg)
+            s.send(root, msg or Publish(body, s.me, reliable))
             return
-        key = s.mid(msg.body.topic)
+        key = s.mid(body.topic)
         if s.host.is_responsible(key):
-            self.at_root(now, msg)  # the key is ours: no route to start (nor its record)
+            # The key is ours: no route to start (nor its record).
+            self.at_root(now, body, s.me, reliable)
         else:
-            s.host.route(now, key, msg)
+            s.host.route(now, key, msg or Publish(body, s.me, reliable))
 
-    def at_root(self, now: float, msg: Publish) -> None:
-        """``deliver`` up-call: this node is responsible for the topic's key."""
+    def on_publish(self, now: float, msg: Publish) -> None:
+        """``deliver`` up-call: a Publish reached the node responsible for its key."""
+        self.at_root(now, msg.body, msg.origin, msg.reliable)
+
+    def at_root(self, now: float, body: EventBody, origin: NodeRef, reliable: bool) -> None:
+        """An event (``body``, from ``origin``'s application) at the node responsible for
+        its topic's key."""
         s = self.s
-        topic = msg.body.topic
-        self.membership.claim_root(now, topic)
+        topic = body.topic
         retention = self.retention
-        retention.adopt_replica(topic)
-        seq = retention.numbered(topic, msg.body.msg_id)
+        tree = s.trees.get(topic)
+        # Claiming the root role again changes nothing once this node numbers the topic,
+        # has a counter for it, holds no replica copies of it and is its tree's root; an
+        # event of a busy topic then skips the calls that would find exactly that.
+        if (topic not in s.seq or topic not in s.numbering or topic in retention.replica
+                or (tree is not None and not tree.is_root)):
+            self.membership.claim_root(now, topic)
+            retention.adopt_replica(topic)
+        seq = retention.numbered(topic, body.msg_id)
         if seq is not None:  # a retried publish: same number, not sent down again
-            if not retention.also_waiting(topic, msg.body.msg_id, msg.origin):
-                retention.answer(msg.body.numbered(seq), msg.origin)
+            if not retention.also_waiting(topic, body.msg_id, origin):
+                retention.answer(body.numbered(seq), origin)
             return
         if topic in s.recovering:
             # Maybe a root failed with every copy of its counter: numbering from 1 would
             # reuse numbers members hold. Wait for their positions (JOINs, catch-ups).
-            self.deferred.setdefault(topic, {}).setdefault(msg.body.msg_id, msg)
+            self.deferred.setdefault(topic, {}).setdefault(
+                body.msg_id, Publish(body, origin, reliable))
             return
         seq = s.seq.get(topic, 0) + 1
         s.seq[topic] = seq
-        body = msg.body.numbered(seq)
-        if retention.keep(now, body, msg.origin, msg.reliable):
-            retention.answer(body, msg.origin)
-            retention.release_ready(now, topic, body)
+        numbered = body.numbered(seq)
+        if retention.keep(now, numbered, origin, reliable):
+            retention.answer(numbered, origin)
+            retention.release_ready(now, topic, numbered)
 
     def number_deferred(self, now: float, topic: str, owner: bool) -> None:
         """The topic's recovery ended: number the publishes held meanwhile, or (``owner``
         false: the key moved away meanwhile) route them on to the key's owner."""
         for msg in self.deferred.pop(topic, {}).values():
             if owner:
-                self.at_root(now, msg)
+                self.on_publish(now, msg)
             else:
                 self.s.host.route(now, self.s.mid(topic), msg)
 
@@ -127,7 +144,7 @@ class Publishing:
         s = self.s
         key = s.mid(msg.body.topic)
         if s.host.is_responsible(key):
-            self.at_root(now, msg)
+            self.on_publish(now, msg)
         else:
             s.host.route(now, key, msg)
 
@@ -140,10 +157,12 @@ class Publishing:
         self._acknowledged(ack.topic, ack.msg_id, ack.seq)
 
     def _acknowledged(self, topic: str, msg_id: str, seq: int) -> None:
-        """The root (and its replicas) hold the event: the application is answered."""
+        """The root (and its replicas) hold the event: a reliable publish is answered
+        (an acknowledgement of an unreliable one only teaches the root's address, see
+        :meth:`on_ack`, and one for a publish answered already is not passed on)."""
         if self.unacked.pop((topic, msg_id), None) is not None:
             self.s.trace("publish_ack", topic=topic, msg_id=msg_id, seq=seq)
-        self.s.host.notice("published", topic=topic, msg_id=msg_id, seq=seq)
+            self.s.host.notice("published", topic=topic, msg_id=msg_id, seq=seq)
 
     def on_unreachable(self, now: float, msg: Publish) -> None:
         """The cached root is gone: forget it and route the event through the DHT."""

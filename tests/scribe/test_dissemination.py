@@ -42,6 +42,16 @@ def test_the_root_numbers_a_local_publish_and_sends_it_only_where_it_may_match()
     assert [dest for dest, _ in host.sent_of(Event)] == ["n101", "n102"]
 
 
+def test_only_a_reliable_publish_is_answered_by_a_published_notice() -> None:
+    app, host = root_with_children()
+    app.publish(1.0, TOPIC, {"x": 9, "y": 1}, msg_id="ab", reliable=False)
+    assert host.notices == []
+    assert [ev for ev, _ in host.traces] == ["publish", "deliver", "forward"]
+    app.publish(2.0, TOPIC, {"x": 9, "y": 1}, msg_id="cd", reliable=True)
+    assert host.notices == [("published", {"topic": TOPIC, "msg_id": "cd", "seq": 2})]
+    assert [ev.body.seq for _, ev in host.sent_of(Event)] == [1, 2]
+
+
 def test_without_summaries_events_go_down_every_edge_but_filters_still_hold() -> None:
     app, host = root_with_children(ScribeConfig(summaries=False))
     app.publish(1.0, TOPIC, {"x": 4}, msg_id="ab")
