@@ -12,15 +12,18 @@ message, when ``mosquitto`` or ``redis-server`` is not installed).
 Workload: one topic, events with a 100-byte payload whose first 16 bytes carry the
 send time (``time.monotonic``, system-wide on Linux), a run number and a sequence number;
 no attributes, empty filter. Every subscriber is its own process (one connection), the
-publisher is this process. Per system: probes until every subscriber hears one, a
-warm-up of ``--warmup`` events, then
+publisher is this process. Per setup, every system is up at once; per system: probes
+until every subscriber hears one, a warm-up of ``--warmup`` events, then
   throughput  ``--events`` events as fast as the publisher can send them: overlay
               publishes pipelined on one raw API connection (``--window`` requests
               outstanding, replies read as they come), Redis PUBLISH in pipelines of
               ``--window`` commands, MQTT QoS 0 publishes (no acknowledgement exists).
               events/s = events received per subscriber / (last receipt - first send),
-              run ``--rounds`` times: the median is reported, with the slowest and
-              fastest run beside it (one run moved by up to 40% on this shared machine);
+              run ``--rounds`` times, interleaved: each round runs every system once
+              (in an order rotated per round), so that the machine's load moving
+              during the benchmark falls on all of them alike; the median is reported,
+              with the slowest and fastest round beside it, and each overlay / broker
+              ratio also per round ("paired": median and range);
               "burst p50/p99" are the latencies of those events (mostly queueing);
   latency     ``--latency-events`` events paced at ``--latency-rate`` per second,
               each timed from its send to its receipt: "p50"/"p99".
@@ -63,54 +66,62 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.e2e_brokers import broker  # noqa: E402
-from bench.e2e_measure import Params, Row, measure, probe, progress, report  # noqa: E402
+from bench.e2e_measure import (  # noqa: E402
+    Contender,
+    Params,
+    Row,
+    compare,
+    probe,
+    progress,
+    report,
+)
 from bench.e2e_publishers import MqttPublisher, OverlayPublisher, RedisPublisher  # noqa: E402
 from bench.e2e_workload import Subscribers  # noqa: E402
 from deploy import cluster  # noqa: E402
 
+BROKERS = {"mosquitto": ("mqtt", "mosquitto QoS0", MqttPublisher),
+           "redis": ("redis", "redis pub/sub", RedisPublisher)}
 
-def bench_overlay(setup: str, nodes: int, nsubs: int, p: Params, work: Path) -> list[Row]:
-    progress(f"{setup}: starting {nodes} daemon(s)")
-    inventory = cluster.up(work / f"cluster-{nodes}", nodes, timeout=120.0)
-    progress(f"{setup}: {nodes} daemon(s) ready")
-    rows = []
-    try:
+
+def bench_setup(setup: str, nodes: int, nsubs: int, ports: dict[str, int], p: Params,
+                work: Path) -> list[Row]:
+    """The overlay (``nodes`` daemons) and every broker of ``ports``, all up together,
+    compared round by round (e2e_measure.compare)."""
+    with ExitStack() as stack:
+        progress(f"{setup}: starting {nodes} daemon(s)")
+        inventory = cluster.up(work / f"cluster-{nodes}", nodes, timeout=120.0)
+        stack.callback(_down, setup, inventory)
+        progress(f"{setup}: {nodes} daemon(s) ready")
         api = [node.api for node in inventory.nodes]
         targets = [api[0]] if nodes == 1 else [api[1 + i % (nodes - 1)] for i in range(nsubs)]
-        subs = Subscribers("overlay", targets)
-        progress(f"{setup}: {len(targets)} subscriber(s) subscribed")
-        publisher = OverlayPublisher(api[0])
-        try:
-            probe(subs, publisher)
-            progress(f"{setup}: every subscriber heard a probe")
-            for i, reliable in enumerate((False, True)):
-                publisher.reliable = reliable
-                name = f"overlay reliable={reliable}"
-                progress(f"{setup}: {name}, {len(targets)} subscriber(s)")
-                rows.append(measure(Row(setup, name, len(targets)), subs, publisher, p,
-                                    warm=i == 0))
-        finally:
-            publisher.close()
-            subs.close()
-    finally:
-        outcome = cluster.down(inventory)
-        if any(v == "killed" for v in outcome.values()):
-            progress(f"{setup}: some daemons had to be killed: {outcome}")
-    return rows
+        # Every subscriber process is forked before any publisher starts a thread.
+        subs = {"overlay": Subscribers("overlay", targets)}
+        stack.callback(subs["overlay"].close)
+        for name, port in ports.items():
+            subs[name] = Subscribers(BROKERS[name][0], [port] * len(targets))
+            stack.callback(subs[name].close)
+        progress(f"{setup}: {len(targets)} subscriber(s) per system subscribed")
+        overlay = OverlayPublisher(api[0])
+        stack.callback(overlay.close)
+        contenders = [Contender(Row(setup, f"overlay reliable={reliable}", len(targets)),
+                                subs["overlay"], overlay, reliable)
+                      for reliable in (False, True)]
+        for name, port in ports.items():
+            _, system, publisher_class = BROKERS[name]
+            publisher: Any = publisher_class(port)
+            stack.callback(publisher.close)
+            contenders.append(Contender(Row(setup, system, len(targets)), subs[name],
+                                        publisher))
+        for c in contenders[1:]:  # the overlay's two rows share a publisher
+            probe(c.subs, c.publisher)
+        progress(f"{setup}: every subscriber heard a probe")
+        return compare(contenders, p)
 
 
-def bench_broker(name: str, port: int, setup: str, nsubs: int, p: Params) -> Row:
-    kind = "mqtt" if name == "mosquitto" else "redis"
-    system = "mosquitto QoS0" if name == "mosquitto" else "redis pub/sub"
-    progress(f"{setup}: {system}, {nsubs} subscriber(s)")
-    subs = Subscribers(kind, [port] * nsubs)
-    publisher: Any = MqttPublisher(port) if name == "mosquitto" else RedisPublisher(port)
-    try:
-        probe(subs, publisher)
-        return measure(Row(setup, system, nsubs), subs, publisher, p, warm=True)
-    finally:
-        publisher.close()
-        subs.close()
+def _down(setup: str, inventory: Any) -> None:
+    outcome = cluster.down(inventory)
+    if any(v == "killed" for v in outcome.values()):
+        progress(f"{setup}: some daemons had to be killed: {outcome}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,16 +158,14 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     with ExitStack() as stack:
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="e2e-")))
-        rows += bench_overlay("1 daemon", 1, 1, p, work)
+        ports = {}
+        for name in BROKERS:
+            port = stack.enter_context(broker(name, work))
+            if port is not None:
+                ports[name] = port
+        rows += bench_setup("1 daemon", 1, 1, ports, p, work)
         if not args.single:
-            rows += bench_overlay(wide, args.nodes, nsubs, p, work)
-        for name in ("mosquitto", "redis"):
-            with broker(name, work) as port:
-                if port is not None:
-                    rows.insert(sum(r.setup == "1 daemon" for r in rows),
-                                bench_broker(name, port, "1 daemon", 1, p))
-                    if not args.single:
-                        rows.append(bench_broker(name, port, wide, nsubs, p))
+            rows += bench_setup(wide, args.nodes, nsubs, ports, p, work)
     progress(f"done in {time.monotonic() - began:.0f} s, load average "
              f"{os.getloadavg()[0]:.2f} at the end")
     print(f"\n{os.cpu_count()} CPUs; load average {load_start:.2f} at the start, "

@@ -29,8 +29,10 @@ class Row:
     p50: float = float("nan")
     p99: float = float("nan")
     lat_delivered: float = 0.0
-    #: 1-minute load average of the machine when the throughput run started.
+    #: 1-minute load average of the machine when the first throughput round started.
     load: float = 0.0
+    #: Events per second of each throughput round, in round order.
+    rates: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -90,39 +92,90 @@ def probe(subs: Subscribers, publisher: Any, timeout: float = 60.0) -> None:
                        f"{timeout:.0f} s")
 
 
-def measure(row: Row, subs: Subscribers, publisher: Any, p: Params, warm: bool) -> Row:
-    nsubs = len(subs.pipes)
-    if warm:
-        run = RUNS.new()
-        publisher.burst(run, p.warmup, p.window)
-        collect(subs, run, p.warmup, p.idle, 120)
-    row.load = os.getloadavg()[0]
-    rates: list[float] = []
-    delivered: list[float] = []
-    burst: list[float] = []
-    for _ in range(max(1, p.rounds)):
-        run = RUNS.new()
-        start = publisher.burst(run, p.events, p.window)
-        total, last, lats = collect(subs, run, p.events, p.idle, 300)
-        progress(f"  throughput run: {time.monotonic() - start:.1f} s")
-        rates.append(total / nsubs / max(last - start, 1e-9) if total else 0.0)
-        delivered.append(total / (p.events * nsubs))
-        burst += lats
-    row.throughput = statistics.median(rates)
-    row.throughput_min, row.throughput_max = min(rates), max(rates)
-    row.delivered = min(delivered)
-    burst.sort()
-    row.burst_p50, row.burst_p99 = percentile(burst, 0.50), percentile(burst, 0.99)
+@dataclass
+class Contender:
+    """One system of a setup, up at the same time as the others: its row, its subscriber
+    processes and its publisher (the overlay's two rows share one publisher, each in its
+    own mode)."""
+
+    row: Row
+    subs: Subscribers
+    publisher: Any
+    reliable: bool | None = None
+    delivered: list[float] = field(default_factory=list)
+    burst: list[float] = field(default_factory=list)
+
+    def take_turn(self) -> None:
+        if self.reliable is not None:
+            self.publisher.reliable = self.reliable
+
+
+def warm(c: Contender, p: Params) -> None:
+    c.take_turn()
     run = RUNS.new()
-    start = publisher.paced(run, p.latency_events, p.latency_rate)
-    total, _, lats = collect(subs, run, p.latency_events, p.idle, 120)
-    row.lat_delivered = total / (p.latency_events * nsubs)
-    progress(f"  latency run: {time.monotonic() - start:.1f} s")
-    row.p50, row.p99 = percentile(lats, 0.50), percentile(lats, 0.99)
-    if publisher.errors:
-        row.notes.append(f"publish errors {dict(publisher.errors)}")
-        publisher.errors.clear()
-    return row
+    c.publisher.burst(run, p.warmup, p.window)
+    collect(c.subs, run, p.warmup, p.idle, 120)
+
+
+def throughput_round(c: Contender, p: Params) -> None:
+    """One burst of ``p.events``: its rate joins the row's rounds."""
+    c.take_turn()
+    nsubs = len(c.subs.pipes)
+    if not c.row.rates:
+        c.row.load = os.getloadavg()[0]
+    run = RUNS.new()
+    start = c.publisher.burst(run, p.events, p.window)
+    total, last, lats = collect(c.subs, run, p.events, p.idle, 300)
+    rate = total / nsubs / max(last - start, 1e-9) if total else 0.0
+    progress(f"  {c.row.system}: {rate:,.0f} events/s "
+             f"({time.monotonic() - start:.1f} s, load {os.getloadavg()[0]:.2f})")
+    c.row.rates.append(rate)
+    c.delivered.append(total / (p.events * nsubs))
+    c.burst += lats
+
+
+def latency_run(c: Contender, p: Params) -> None:
+    c.take_turn()
+    nsubs = len(c.subs.pipes)
+    run = RUNS.new()
+    start = c.publisher.paced(run, p.latency_events, p.latency_rate)
+    total, _, lats = collect(c.subs, run, p.latency_events, p.idle, 120)
+    c.row.lat_delivered = total / (p.latency_events * nsubs)
+    progress(f"  {c.row.system}: latency run {time.monotonic() - start:.1f} s")
+    c.row.p50, c.row.p99 = percentile(lats, 0.50), percentile(lats, 0.99)
+
+
+def compare(contenders: list[Contender], p: Params) -> list[Row]:
+    """Every contender's warm-up, then the throughput rounds interleaved: each round runs
+    every contender once, starting one further along the list each time, so that the
+    machine's load moving during the benchmark falls on every system alike (run one
+    system's rounds after another's, and a ratio compared two different machines);
+    then the paced latency runs."""
+    for c in contenders:
+        warm(c, p)
+    n = len(contenders)
+    for r in range(max(1, p.rounds)):
+        progress(f"throughput round {r + 1} of {p.rounds}")
+        for i in range(n):
+            throughput_round(contenders[(r + i) % n], p)
+    for c in contenders:
+        latency_run(c, p)
+        row = c.row
+        row.throughput = statistics.median(row.rates)
+        row.throughput_min, row.throughput_max = min(row.rates), max(row.rates)
+        row.delivered = min(c.delivered)
+        c.burst.sort()
+        row.burst_p50, row.burst_p99 = percentile(c.burst, 0.50), percentile(c.burst, 0.99)
+        if c.publisher.errors:
+            row.notes.append(f"publish errors {dict(c.publisher.errors)}")
+            c.publisher.errors.clear()
+    return [c.row for c in contenders]
+
+
+def paired(a: Row, b: Row) -> list[float]:
+    """Per round, ``a``'s rate over ``b``'s (the two ran within one round, minutes apart
+    at most: the fairest comparison on a shared machine)."""
+    return sorted(x / y for x, y in zip(a.rates, b.rates, strict=True) if y > 0)
 
 
 def progress(text: str) -> None:
@@ -158,8 +211,8 @@ def report(rows: list[Row], p: Params) -> None:
     print()
     print("ratios overlay / broker (events/s: > 1 = overlay faster; p50, p99: > 1 = overlay "
           "slower)")
-    head = (f"{'setup':<11} {'overlay':<24} {'vs':<15} {'events/s':>9} {'p50':>8} "
-            f"{'p99':>8}")
+    head = (f"{'setup':<11} {'overlay':<24} {'vs':<15} {'events/s':>9} {'paired':>7} "
+            f"{'min-max':>11} {'p50':>8} {'p99':>8}")
     print(head)
     print("-" * len(head))
     for setup in dict.fromkeys(r.setup for r in rows):
@@ -167,6 +220,11 @@ def report(rows: list[Row], p: Params) -> None:
         brokers = [r for r in rows if r.setup == setup and not r.system.startswith("overlay")]
         for o in overlay:
             for b in brokers:
+                pairs = paired(o, b)
+                mid = f"{statistics.median(pairs):.3f}" if pairs else "-"
+                spread = f"{pairs[0]:.2f}-{pairs[-1]:.2f}" if pairs else "-"
                 print(f"{setup:<11} {o.system:<24} {b.system:<15} "
-                      f"{ratio(o.throughput, b.throughput):>9} {ratio(o.p50, b.p50):>8} "
-                      f"{ratio(o.p99, b.p99):>8}")
+                      f"{ratio(o.throughput, b.throughput):>9} {mid:>7} {spread:>11} "
+                      f"{ratio(o.p50, b.p50):>8} {ratio(o.p99, b.p99):>8}")
+    print("events/s: ratio of the medians; paired: median (min-max) over the rounds of "
+          "the ratio within one round")
