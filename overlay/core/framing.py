@@ -18,6 +18,7 @@ from overlay.core.limits import DEFAULT_MAX_FRAME, MAX_CBOR_DEPTH
 
 HEADER = struct.Struct(">I")
 HEADER_SIZE = HEADER.size
+_pack_header = HEADER.pack
 
 
 def frame_bytes(body: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
@@ -36,7 +37,14 @@ def encode_map(obj: dict[str, Any]) -> bytes:
 
 
 def encode_frame(obj: dict[str, Any], max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
-    return frame_bytes(encode_map(obj), max_frame)
+    """:func:`frame_bytes` of :func:`encode_map`, in one call (one or more per event)."""
+    try:
+        body = cbor2.dumps(obj)
+    except cbor2.CBOREncodeError as exc:
+        raise LocalProtocolError(f"cannot encode {obj!r} as CBOR: {exc}") from exc
+    if len(body) > max_frame:
+        raise LocalProtocolError(f"frame of {len(body)} bytes exceeds the limit of {max_frame}")
+    return _pack_header(len(body)) + body
 
 
 def decode_map(body: bytes) -> dict[str, Any]:
@@ -89,16 +97,22 @@ class FrameDecoder:
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.max_frame = max_frame
         self._buffer = bytearray()
+        #: Where the next frame starts in ``_buffer``: frames taken out are dropped from
+        #: the front once per :meth:`feed`, not each (that moved the rest every time).
+        self._start = 0
         self._broken: FrameError | None = None
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as a frame (a truncated frame at EOF)."""
-        return len(self._buffer)
+        return len(self._buffer) - self._start
 
     def feed(self, data: bytes) -> None:
         if self._broken is not None:
             raise self._broken
+        if self._start:
+            del self._buffer[:self._start]
+            self._start = 0
         self._buffer += data
 
     def next_body(self) -> bytes | None:
@@ -106,21 +120,21 @@ class FrameDecoder:
         if self._broken is not None:
             raise self._broken
         buffer = self._buffer
-        if len(buffer) < HEADER_SIZE:
+        start = self._start
+        if len(buffer) - start < HEADER_SIZE:
             return None
-        (length,) = HEADER.unpack_from(buffer)
+        (length,) = HEADER.unpack_from(buffer, start)
         if length > self.max_frame:
             # Refuse before buffering the body: a peer must not make us hold 4 GiB.
             self._broken = FrameError(
                 f"frame of {length} bytes exceeds the limit of {self.max_frame}"
             )
             raise self._broken
-        end = HEADER_SIZE + length
+        end = start + HEADER_SIZE + length
         if len(buffer) < end:
             return None
-        body = bytes(buffer[HEADER_SIZE:end])
-        del buffer[:end]
-        return body
+        self._start = end
+        return bytes(buffer[start + HEADER_SIZE:end])
 
     def bodies(self) -> list[bytes]:
         """Every complete frame body buffered now."""
@@ -131,6 +145,6 @@ class FrameDecoder:
 
     def close(self) -> None:
         """The stream ended: a partial frame left over is a truncated frame."""
-        if self._buffer and self._broken is None:
-            self._broken = FrameError(f"stream ended inside a frame ({len(self._buffer)} bytes)")
+        if self.buffered and self._broken is None:
+            self._broken = FrameError(f"stream ended inside a frame ({self.buffered} bytes)")
             raise self._broken

@@ -100,9 +100,10 @@ class CoreService:
     def core_status(self, node: Any) -> dict[str, Any]:
         raise NotImplementedError
 
-    def publish_options(self, request: Publish) -> dict[str, Any]:
-        """Keyword arguments of the core's ``publish`` beyond the common ones."""
-        return {}
+    def core_publish(self, core: Any, now: float, request: Publish, msg_id: str,
+                     ts: float) -> None:
+        """The core's ``publish`` of one request (a mode may pass more of it)."""
+        core.publish(now, request.topic, request.attrs, request.payload, msg_id, ts=ts)
 
     # -- PubSubService -----------------------------------------------------------------------
 
@@ -278,8 +279,7 @@ class CoreService:
                      ts: float) -> ApiError | None:
         """One publish inside a call into the core: None, or the ApiError refusing it."""
         try:
-            core.publish(now, request.topic, request.attrs, request.payload, msg_id, ts=ts,
-                         **self.publish_options(request))
+            self.core_publish(core, now, request, msg_id, ts)
         except (ValueError, LocalProtocolError) as exc:
             return ApiError("bad_request", str(exc))
         except Exception as exc:  # a bug of ours: this request fails, not its batch

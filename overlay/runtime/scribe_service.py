@@ -30,9 +30,11 @@ class ScribeService(CoreService):
             raise ApiError("internal", "this node runs no Scribe application")
         return node.app
 
-    def publish_options(self, request: Publish) -> dict[str, Any]:
+    def core_publish(self, core: Any, now: float, request: Publish, msg_id: str,
+                     ts: float) -> None:
         # Reliable: the root answers once its replicas hold the event (scribe.retention).
-        return {"reliable": request.reliable}
+        core.publish(now, request.topic, request.attrs, request.payload, msg_id, ts,
+                     request.reliable)
 
     def core_status(self, node: Any) -> dict[str, Any]:
         state = node.state()

@@ -80,6 +80,20 @@ def test_frames_split_across_reads_and_glued_together() -> None:
     decoder.close()  # nothing left over: no error
 
 
+def test_what_is_buffered_counts_only_bytes_not_taken_out_as_frames() -> None:
+    first, second = encode_frame({"a": 1}), encode_frame({"b": b"xy"})
+    decoder = FrameDecoder()
+    decoder.feed(first + second + second[:3])
+    assert decoder.buffered == len(first + second) + 3
+    assert decode_map(decoder.next_body() or b"") == {"a": 1}
+    assert decoder.buffered == len(second) + 3
+    assert decode_map(decoder.next_body() or b"") == {"b": b"xy"}
+    assert decoder.next_body() is None and decoder.buffered == 3
+    decoder.feed(second[3:])  # the rest of the third frame, after the first two are gone
+    assert decoder.bodies() == [second[4:]] and decoder.buffered == 0
+    decoder.close()
+
+
 def test_truncated_frame_is_an_error_at_end_of_stream() -> None:
     decoder = FrameDecoder()
     decoder.feed(encode_frame({"a": 1})[:-1])
