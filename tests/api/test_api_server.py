@@ -103,6 +103,19 @@ async def test_hello_first_then_every_op(served: Any) -> None:
     assert status["ok"] and status["subscriptions"] == 0 and status["api"]["connections"] == 1
 
 
+async def test_status_counts_requests_and_the_reads_that_brought_them(served: Any) -> None:
+    _, server, path = served
+    conn = await raw(path)
+    before = dict(server.stats)
+    burst = b"".join(encode_frame({"op": "publish", "topic": "t", "payload": b"p", "rid": i,
+                                   "reliable": False}) for i in range(1, 6))
+    await conn.send(burst)  # one write: read at once (a Unix socket, 5 small frames)
+    replies = [await conn.recv() for _ in range(5)]
+    assert [r["rid"] for r in replies] == [1, 2, 3, 4, 5]
+    assert server.stats["requests"] - before["requests"] == 5
+    assert server.stats["reads"] - before["reads"] == 1
+
+
 @pytest.mark.parametrize(
     ("request_map", "code"),
     [

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -50,18 +50,16 @@ REQUESTS_PER_TURN = 64
 @dataclass(slots=True, eq=False)  # each slot is one reply: compared by identity
 class _ReplySlot:
     data: bytes | None = None
-    #: A subscribe reply's subscription, whose pushes wait behind the reply.
+    #: A subscribe reply's subscription, whose pushes wait behind the reply (in
+    #: ``trailing``, a list for such a slot only: most slots are publishes' replies).
     sub: int | None = None
-    trailing: list[bytes] = field(default_factory=list)
+    trailing: list[bytes] | None = None
 
 
 #: A publish read but not yet handed to the service: its reply's place, rid, request.
 _Gathered = tuple[_ReplySlot, int, Publish]
 
 
-def _reply_body(outcome: PublishResult | ApiError) -> dict[str, Any] | ApiError:
-    return outcome if isinstance(outcome, ApiError) else {"msg_id": outcome.msg_id,
-                                                         "seq": outcome.seq}
 
 
 class ApiConnection:
@@ -133,6 +131,7 @@ class ApiConnection:
                 if not data:
                     decoder.close()
                     return
+                self.server.stats["reads"] += 1  # requests / reads: how well reads batch
                 decoder.feed(data)
                 while not self._closing:
                     with self.service.batch():
@@ -231,7 +230,7 @@ class ApiConnection:
             raise ApiError(OVERLOADED, "too many subscriptions on this connection")
         sub = self.service.subscribe(request, self._push)
         self.subs.add(sub)
-        slot = _ReplySlot(sub=sub)
+        slot = _ReplySlot(sub=sub, trailing=[])
         self._replies.append(slot)
         self._unreplied[sub] = slot
         assert self._nursery is not None
@@ -289,7 +288,7 @@ class ApiConnection:
             outcomes = [ApiError.internal(exc)] * len(
                 requests)
         for (slot, rid, _), outcome in zip(gathered, outcomes, strict=True):
-            self._fill(slot, rid, _reply_body(outcome))
+            self._fill_publish(slot, rid, outcome)
 
     def _begin_reliable(self, gathered: list[_Gathered], requests: list[Publish]) -> None:
         """Reliable publishes, each holding an in-flight place until it is answered."""
@@ -315,7 +314,7 @@ class ApiConnection:
             if not answered:
                 answered = True
                 self._publish_done()
-                self._fill(slot, rid, _reply_body(outcome))
+                self._fill_publish(slot, rid, outcome)
 
         return done
 
@@ -354,6 +353,17 @@ class ApiConnection:
         self._account(len(slot.data))
         self._wake.set()
 
+    def _fill_publish(self, slot: _ReplySlot, rid: int,
+                      outcome: PublishResult | ApiError) -> None:
+        """:meth:`_fill` for a publish's outcome (one per event: its map made at once)."""
+        if type(outcome) is PublishResult:
+            slot.data = data = encode_frame(
+                {"rid": rid, "ok": True, "msg_id": outcome.msg_id, "seq": outcome.seq})
+            self._account(len(data))
+            self._wake.set()
+        else:
+            self._fill(slot, rid, outcome)  # type: ignore[arg-type]
+
     def _push(self, push: Push) -> None:
         """Sink for the service: queue a push, or cut off a client that cannot keep up."""
         if self._closing:
@@ -362,7 +372,7 @@ class ApiConnection:
             self.subs.discard(push.sub)
         data = encode_frame(push.to_wire())
         slot = self._unreplied.get(push.sub)
-        if slot is not None:
+        if slot is not None and slot.trailing is not None:
             slot.trailing.append(data)
         else:
             self._pushes.append(data)
@@ -387,8 +397,8 @@ class ApiConnection:
                 while replies and replies[0].data is not None:
                     slot = replies.popleft()
                     chunks.append(slot.data)  # type: ignore[arg-type]
-                    if slot.sub is not None:
-                        self._unreplied.pop(slot.sub, None)
+                    if slot.trailing is not None:
+                        self._unreplied.pop(slot.sub, None)  # type: ignore[arg-type]
                         chunks.extend(slot.trailing)
                 if chunks:
                     data = b"".join(chunks)

@@ -48,8 +48,10 @@ class ApiServer:
     def __init__(self, service: PubSubService, config: ApiConfig) -> None:
         self.service = service
         self.config = config
+        #: ``requests`` / ``reads``: how many requests one read of a client brings.
         self.stats: dict[str, int] = {"connections": 0, "connections_total": 0, "requests": 0,
-                                      "bad_frames": 0, "overloaded_closes": 0, "refused": 0}
+                                      "reads": 0, "bad_frames": 0, "overloaded_closes": 0,
+                                      "refused": 0}
         self.tcp_address: tuple[str, int] | None = None
         self._ids = itertools.count(1)
 
