@@ -90,6 +90,12 @@ class Index:
         self._residual = Bucket()
         self._always = Bucket()
         self._entries = 0
+        #: Entries filed anywhere but as always TRUE: with none, ``match`` is the keys
+        #: filed as always TRUE, with no lookup (the empty filter is the commonest).
+        self._selective = 0
+        #: Filters not TRUE for every event (some entry not always TRUE, or no entry:
+        #: a filter that is never TRUE).
+        self._not_everywhere = 0
 
     def __len__(self) -> int:
         return len(self._filters)
@@ -103,6 +109,11 @@ class Index:
     def get(self, key: Hashable) -> Filter | None:
         return self._filters.get(key)
 
+    @property
+    def matches_everything(self) -> bool:
+        """Every filter held is TRUE for every event (``match`` answers all keys)."""
+        return not self._not_everywhere
+
     def add(self, key: Hashable, filter: Filter) -> None:
         """File ``filter`` under ``key`` (any hashable), replacing what ``key`` had."""
         if key in self._filters:
@@ -110,6 +121,13 @@ class Index:
         self._filters[key] = filter
         places: list[tuple[int, _Place]] = []
         self._places[key] = places
+        self._file_all(key, filter, places)
+        if not _everywhere(places):
+            self._not_everywhere += 1
+
+    def _file_all(self, key: Hashable, filter: Filter, places: list[tuple[int, _Place]]
+                  ) -> None:
+        """File each conjunction of ``filter`` (none when it is never TRUE) at ``places``."""
         if filter.expr is None:
             places.append(self._file(key, None, key))
             return
@@ -138,6 +156,8 @@ class Index:
         self._entries += 1
         entry = self._entries
         direct = item is key
+        if access is not None or not direct:
+            self._selective += 1
         if access is None:
             bucket, place = (self._always, ("always",)) if direct else (
                 self._residual, ("residual",))
@@ -163,8 +183,13 @@ class Index:
     def remove(self, key: Hashable) -> None:
         """Forget the filter of ``key``; KeyError when there is none."""
         del self._filters[key]
-        for entry, place in self._places.pop(key):
+        places = self._places.pop(key)
+        if not _everywhere(places):
+            self._not_everywhere -= 1
+        for entry, place in places:
             where = place[0]
+            if where != "always":
+                self._selective -= 1
             if where == "always":
                 self._always.drop(entry)
             elif where == "residual":
@@ -184,6 +209,9 @@ class Index:
 
     def match(self, attrs: Mapping[str, Value]) -> set[Hashable]:
         """The keys of the filters that are TRUE for ``attrs``."""
+        if not self._selective:
+            always = self._always.direct
+            return set() if always is None else set(always.values())
         hits: list[Hashable] = []
         pending: list[Pending] = []
         _collect(self._always, hits, pending)
@@ -249,6 +277,11 @@ class Index:
             if check is None or (key not in result and check(attrs)):
                 result.add(key)
         return result
+
+
+def _everywhere(places: list[tuple[int, _Place]]) -> bool:
+    """Whether a filter filed at ``places`` is TRUE for every event."""
+    return bool(places) and all(place[0] == "always" for _, place in places)
 
 
 def _collect(bucket: Bucket, hits: list, pending: list) -> None:

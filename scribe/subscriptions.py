@@ -10,7 +10,7 @@ members.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +51,9 @@ class TopicSubscriptions:
     def __init__(self) -> None:
         self.plain: dict[int, Subscription] = {}
         self._plain_index = Index()
+        #: The plain subscriptions in handle order, while every one of them matches every
+        #: event (empty filters): then an event needs no matching at all.
+        self._everyone: tuple[Subscription, ...] | None = None
         self.groups: dict[str, dict[int, Subscription]] = {}
         self._turn: dict[str, int] = {}
         self._digest: Digest | None = None
@@ -62,6 +65,7 @@ class TopicSubscriptions:
         if sub.group is None:
             self.plain[sub.sub_id] = sub
             self._plain_index.add(sub.sub_id, sub.filter)
+            self._everyone = None
         else:
             self.groups.setdefault(sub.group, {})[sub.sub_id] = sub
         self._digest = None
@@ -70,6 +74,7 @@ class TopicSubscriptions:
         if sub.group is None:
             del self.plain[sub.sub_id]
             self._plain_index.remove(sub.sub_id)
+            self._everyone = None
         else:
             members = self.groups[sub.group]
             del members[sub.sub_id]
@@ -78,11 +83,17 @@ class TopicSubscriptions:
                 self._turn.pop(sub.group, None)
         self._digest = None
 
-    def matching_plain(self, attrs: Mapping[str, AttrValue]) -> list[Subscription]:
+    def matching_plain(self, attrs: Mapping[str, AttrValue]) -> Sequence[Subscription]:
         """Plain subscriptions whose filter matches, in handle order (deterministic)."""
         if not self.plain:
-            return []
-        return [self.plain[sub_id] for sub_id in sorted(self._plain_index.match(attrs))]
+            return ()
+        index = self._plain_index
+        if index.matches_everything:
+            everyone = self._everyone
+            if everyone is None:
+                everyone = self._everyone = tuple(self.plain[k] for k in sorted(self.plain))
+            return everyone
+        return [self.plain[sub_id] for sub_id in sorted(index.match(attrs))]
 
     def take_group_member(self, group: str,
                           attrs: Mapping[str, AttrValue]) -> Subscription | None:

@@ -70,6 +70,7 @@ def _assert_empty(index: Index) -> None:
     assert not index._ranged and not any(index._ranges.values())
     assert index._residual.direct is None and index._residual.pending is None
     assert index._always.direct is None and index._always.pending is None
+    assert index._selective == 0 and index._not_everywhere == 0 and index.matches_everything
 
 
 @settings(max_examples=300, deadline=None)
@@ -158,4 +159,23 @@ def test_falsy_and_odd_keys_survive_removal() -> None:
     assert index.match({"a": "x", "b": "y"}) == {"", ()}
     index.remove("")
     index.remove(())
+    _assert_empty(index)
+
+
+def test_an_index_knows_when_every_filter_it_holds_is_true_for_every_event() -> None:
+    index = Index()
+    assert index.matches_everything and index.match({"a": 1}) == set()
+    index.add(1, parse(""))
+    index.add(2, parse("TRUE"))
+    assert index.matches_everything and index.match({"a": 1}) == {1, 2}
+    index.add(3, parse("a = 1"))
+    assert not index.matches_everything
+    assert index.match({"a": 2}) == {1, 2} and index.match({"a": 1}) == {1, 2, 3}
+    index.add(4, parse("FALSE"))  # filed nowhere: never TRUE, so not TRUE for everything
+    index.remove(3)
+    assert not index.matches_everything and index.match({"a": 1}) == {1, 2}
+    index.add(4, parse(""))  # replaced by a filter that is always TRUE
+    assert index.matches_everything and index.match({}) == {1, 2, 4}
+    for key in (1, 2, 4):
+        index.remove(key)
     _assert_empty(index)

@@ -169,3 +169,27 @@ def test_event_memory_forgets_by_age_and_past_its_size_bound() -> None:
     assert len(memory) == 3
     memory.forget_old(12.0)  # remembered at 1.0 and 2.0: 10 s old or more, forgotten
     assert [memory.get(TOPIC, b.msg_id) is not None for b in bodies[1:4]] == [False, False, True]
+
+
+def test_plain_subscriptions_that_all_match_everything_are_found_without_matching() -> None:
+    from matching import parse
+    from scribe.subscriptions import Subscription, TopicSubscriptions
+
+    def sub(sub_id: int, text: str) -> Subscription:
+        return Subscription(sub_id, TOPIC, text, parse(text), None, None)
+
+    subs = TopicSubscriptions()
+    assert list(subs.matching_plain({"x": 1})) == []
+    everyone = [sub(3, ""), sub(1, "TRUE")]
+    for s in everyone:
+        subs.add(s)
+    assert [s.sub_id for s in subs.matching_plain({"x": 1})] == [1, 3]  # handle order
+    picky = sub(2, "x > 5")
+    subs.add(picky)
+    assert [s.sub_id for s in subs.matching_plain({"x": 1})] == [1, 3]
+    assert [s.sub_id for s in subs.matching_plain({"x": 9})] == [1, 2, 3]
+    subs.remove(picky)
+    subs.add(sub(4, ""))
+    assert [s.sub_id for s in subs.matching_plain({"x": 9})] == [1, 3, 4]
+    subs.remove(everyone[0])
+    assert [s.sub_id for s in subs.matching_plain({})] == [1, 4]
