@@ -31,7 +31,7 @@ The overlay runs twice: ``reliable=False`` and ``reliable=True`` (reply once the
 root has numbered the event). Ratios are overlay / broker (throughput: > 1 means the
 overlay is faster; latency: > 1 means the overlay is slower).
 
-Defaults: 10000 events in 3 rounds, 1000 warm-up, 500 paced at 50/s; ``--quick``: 2000 in
+Defaults: 10000 events in 5 rounds, 1000 warm-up, 500 paced at 50/s; ``--quick``: 2000 in
 1 round, 200, 100.
 The overlay's 10-daemon cluster uses the default protocol periods. Receipt time is when
 the subscriber's read returned (before decoding). The table's loadavg column is the
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--subscribers", type=int,
                         help="subscribers of the overlay setup (default nodes - 1)")
     parser.add_argument("--rounds", type=int,
-                        help="throughput runs per system, median reported (default 3; "
+                        help="throughput runs per system, median reported (default 5; "
                              "--quick: 1)")
     parser.add_argument("--single", action="store_true",
                         help="only the 1-daemon setup (and its Mosquitto and Redis rows)")
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                warmup=args.warmup or (200 if quick else 1_000), window=args.window,
                latency_events=args.latency_events or (100 if quick else 500),
                latency_rate=args.latency_rate, idle=5.0,
-               rounds=args.rounds or (1 if quick else 3))
+               rounds=args.rounds or (1 if quick else 5))
     nsubs = args.subscribers or max(1, args.nodes - 1)
     wide = f"{args.nodes} daemons"
     load_start = os.getloadavg()[0]
