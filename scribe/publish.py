@@ -93,9 +93,10 @@ class Publishing:
         """``deliver`` up-call: a Publish reached the node responsible for its key."""
         self.at_root(now, msg.body, msg.origin, msg.reliable)
 
-    def at_root(self, now: float, body: EventBody, origin: NodeRef, reliable: bool) -> None:
+    def at_root(self, now: float, body: EventBody, origin: NodeRef, reliable: bool,
+                direct: bool = False) -> None:
         """An event (``body``, from ``origin``'s application) at the node responsible for
-        its topic's key."""
+        its topic's key. ``direct``: ``origin`` sent it here as its cached root."""
         s = self.s
         topic = body.topic
         retention = self.retention
@@ -122,7 +123,10 @@ class Publishing:
         s.seq[topic] = seq
         numbered = body.numbered(seq)
         if retention.keep(now, numbered, origin, reliable):
-            retention.answer(numbered, origin)
+            # An unreliable event's acknowledgement only teaches its origin where the
+            # root is: one that came straight here knows (one message less per event).
+            if reliable or not direct:
+                retention.answer(numbered, origin)
             retention.release_ready(now, topic, numbered)
 
     def number_deferred(self, now: float, topic: str, owner: bool) -> None:
@@ -144,7 +148,7 @@ class Publishing:
         s = self.s
         key = s.mid(msg.body.topic)
         if s.host.is_responsible(key):
-            self.on_publish(now, msg)
+            self.at_root(now, msg.body, msg.origin, msg.reliable, direct=True)
         else:
             s.host.route(now, key, msg)
 

@@ -98,6 +98,17 @@ def test_the_root_acknowledges_a_routed_publish_to_its_origin() -> None:
     assert host.sent_of(PublishAck) == [("n100", PublishAck(TOPIC, "0f", 1, ref(200)))]
 
 
+def test_a_direct_unreliable_publish_is_not_acknowledged_its_origin_knows_the_root() -> None:
+    app, host = root_with_children()
+    app.on_direct(1.0, "n100", Publish(body("0f", seq=None, x=1), ref(100), reliable=False))
+    assert host.sent_of(PublishAck) == []
+    assert [ev.body.seq for _, ev in host.sent_of(Event)] == [1]  # numbered and sent down
+    app.on_direct(2.0, "n100", Publish(body("1f", seq=None, x=1), ref(100), reliable=True))
+    app.deliver(3.0, MID, Publish(body("2f", seq=None, x=1), ref(100), reliable=False), 3)
+    assert host.sent_of(PublishAck) == [("n100", PublishAck(TOPIC, "1f", 2, ref(200))),
+                                        ("n100", PublishAck(TOPIC, "2f", 3, ref(200)))]
+
+
 def test_a_cached_root_that_lost_the_key_routes_the_event_on() -> None:
     app, host = make(200)
     msg = Publish(body("0f", seq=None), ref(100))
