@@ -119,9 +119,14 @@ class Dissemination:
             return  # handled already (caught up when this node took the root role)
         tree.stream.through = body.seq
         topic_subs = s.subs.topic(body.topic)
-        groups: set[str] = set(topic_subs.groups) if topic_subs is not None else set()
+        # The anycast groups to serve: local ones and those below each child.
+        groups: set[str] | None = None
+        if topic_subs is not None and topic_subs.groups:
+            groups = set(topic_subs.groups)
         for edge in tree.children.values():
             if edge.digest.groups:
+                if groups is None:
+                    groups = set()
                 groups.update(edge.digest.groups)
         self._spread(now, tree, handled, True, sorted(groups) if groups else (), upstream=None)
 
