@@ -131,7 +131,9 @@ def run_analysis(
 
     step(STEPS[6])
     counts = rows_by_scope(gossip.record_counts(records))
-    coverage = rows_by_scope(gossip.coverage_stats(gossip.event_reach(records, pubs)))
+    coverage = rows_by_scope(
+        gossip.coverage_stats(gossip.event_reach(records, pubs, stress_df.select("node")))
+    )
 
     collected = Collected(
         records=loaded.record_count,

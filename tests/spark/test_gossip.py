@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import types as T
 
-from spark_analysis.gossip import record_counts
+from spark_analysis.gossip import event_reach, record_counts
 from spark_analysis.stats import rows_by_scope
-from tests.spark.helpers import records_df
+from tests.spark.helpers import records_df, schema
 
 pytestmark = pytest.mark.spark
 
@@ -51,3 +52,33 @@ def test_record_counts_per_topic_and_overall(spark: SparkSession) -> None:
             ("repair", "gap", 2, 0),
         ],
     }
+
+
+def test_event_reach_counts_distinct_nodes_across_bit_words(spark: SparkSession) -> None:
+    # 70 nodes: their numbers span two 64-bit words.
+    nodes = [f"n{i:02d}" for i in range(70)]
+    rows: list[dict[str, object]] = [
+        {"ts": 1.0, "node": n, "ev": "recv", "topic": "t", "msg_id": "m1"} for n in nodes
+    ]
+    rows += [
+        {"ts": 2.0, "node": "n00", "ev": "recv", "topic": "t", "msg_id": "m1"},  # again
+        {"ts": 3.0, "node": "n69", "ev": "deliver", "topic": "t", "msg_id": "m1"},
+        {"ts": 3.0, "node": "n01", "ev": "deliver", "topic": "u", "msg_id": "m3"},
+        {"ts": 3.0, "node": "n02", "ev": "recv", "topic": "u", "msg_id": "m3"},
+        {"ts": 3.0, "node": "n03", "ev": "forward", "topic": "u", "msg_id": "m3"},  # not counted
+        {"ts": 3.0, "node": "n04", "ev": "recv", "topic": "u", "msg_id": "m9"},  # unpublished
+    ]
+    records = records_df(spark, rows)
+    pubs = spark.createDataFrame(
+        [("t", "m1"), ("u", "m3"), ("u", "m2")],
+        schema(("topic", T.StringType()), ("msg_id", T.StringType())),
+    )
+    want = [("t", "m1", 70), ("u", "m2", 0), ("u", "m3", 2)]
+    got = sorted(tuple(r) for r in event_reach(records, pubs).collect())
+    assert got == want
+    # Numbered from a wider node table (every node that wrote a record): same reach.
+    everyone = spark.createDataFrame(
+        [(n,) for n in ["a", "zz", *nodes]], schema(("node", T.StringType()))
+    )
+    got = sorted(tuple(r) for r in event_reach(records, pubs, everyone).collect())
+    assert got == want
