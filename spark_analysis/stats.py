@@ -6,7 +6,6 @@ from collections.abc import Iterable, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
 TOPIC = "topic"
@@ -43,43 +42,53 @@ def nearest_rank(
     """Exact nearest-rank percentiles of ``value`` per topic and overall.
 
     The p-th percentile of N values is the value at rank ceil(p*N) in ascending order
-    (1-based). Ranks come from a window sort (exact, no sketch); percentiles map to
-    ranks with integer arithmetic. Output: ``topic``, ``overall``, ``permille``,
-    ``value`` (same type as the input), ``n``.
+    (1-based). Equal values are counted first (a hash aggregation, per topic and
+    overall in one pass); a running sum over the distinct values in order then gives
+    each value its ranks (cum - count, cum], and the per-mille percentiles landing
+    there, in integers: rank ceil(N*p/1000) is in (lo, cum] exactly when
+    floor(1000*lo/N) < p <= floor(1000*cum/N). No row per value is ranked or joined.
+    Output: ``topic``, ``overall``, ``permille``, ``value`` (same type as the input),
+    ``n``. (Grouping takes -0.0 as 0.0; differences of finite times never give -0.0.)
     """
-    spark = df.sparkSession
+    wanted = sorted({int(p) for p in permilles})
     values = df.filter(F.col(value).isNotNull())
-    scopes = [F.struct(F.lit(None).cast("string").alias(TOPIC), F.lit(True).alias(OVERALL))]
+    count = F.count(F.lit(1)).alias("c")
     if by_topic:
-        scopes.insert(0, F.struct(F.col(TOPIC).alias(TOPIC), F.lit(False).alias(OVERALL)))
-    scoped = values.select(F.explode(F.array(*scopes)).alias("s"), F.col(value).alias("v"))
-    scoped = scoped.select("s.*", "v")
-    if by_topic:
-        scoped = scoped.filter(F.col(OVERALL) | F.col(TOPIC).isNotNull())
-    group = [TOPIC, OVERALL]
-    window = Window.partitionBy(*group).orderBy("v")
-    ranked = scoped.withColumn("rn", F.row_number().over(window))
-    counts = scoped.groupBy(*group).agg(F.count(F.lit(1)).alias("n"))
-    pm = spark.createDataFrame(
-        [(int(p),) for p in permilles], T.StructType([T.StructField("permille", T.IntegerType())])
+        counted = per_topic_and_overall(values, [count], keys=[value]).filter(
+            F.col(OVERALL) | F.col(TOPIC).isNotNull()
+        )
+    else:
+        counted = (
+            values.groupBy(value)
+            .agg(count)
+            .select(F.lit(None).cast("string").alias(TOPIC), F.lit(True).alias(OVERALL), value, "c")
+        )
+    scope = Window.partitionBy(TOPIC, OVERALL)
+    upto = scope.orderBy(value).rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    ranked = counted.select(
+        TOPIC,
+        OVERALL,
+        value,
+        "c",
+        F.sum("c").over(upto).alias("cum"),
+        F.sum("c").over(scope).alias("n"),
     )
-    wanted = counts.crossJoin(F.broadcast(pm)).withColumn(
-        "rn", F.greatest(F.lit(1).cast("long"), F.expr("(n * permille + 999) div 1000"))
+    # Per-mille 0 has rank 1 too (ranks are at least 1): the first value's range
+    # starts below it.
+    first = F.expr("IF(cum = c, -1L, (1000 * (cum - c)) div n)")
+    covered = ranked.select(
+        TOPIC, OVERALL, value, "n", first.alias("p_lo"), F.expr("(1000 * cum) div n").alias("p_hi")
+    ).filter(F.col("p_hi") > F.col("p_lo"))
+    spread = covered.select(
+        TOPIC,
+        OVERALL,
+        F.explode(F.sequence((F.col("p_lo") + 1).cast("int"), F.col("p_hi").cast("int"))).alias(
+            "permille"
+        ),
+        value,
+        "n",
     )
-    # null-safe join on topic: the overall row's topic is null.
-    joined = wanted.alias("w").join(
-        ranked.alias("r"),
-        F.col("w.topic").eqNullSafe(F.col("r.topic"))
-        & (F.col("w.overall") == F.col("r.overall"))
-        & (F.col("w.rn") == F.col("r.rn")),
-    )
-    return joined.select(
-        F.col("w.topic").alias(TOPIC),
-        F.col("w.overall").alias(OVERALL),
-        F.col("w.permille").alias("permille"),
-        F.col("r.v").alias(value),
-        F.col("w.n").alias("n"),
-    )
+    return spread.filter(F.col("permille").isin(wanted))
 
 
 def rows_by_scope(df: DataFrame) -> dict[str | None, list[dict[str, object]]]:

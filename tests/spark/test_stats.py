@@ -47,7 +47,7 @@ def test_nearest_rank_matches_brute_force(spark: SparkSession) -> None:
     rows = [(rng.choice("abc"), float(rng.randint(0, 50))) for _ in range(357)]
     rows += [("d", 4.0), ("a", None)]
     df = spark.createDataFrame(rows, VALUES)
-    permilles = [1, 100, 500, 900, 990, 999, 1000]
+    permilles = [0, 1, 100, 500, 900, 990, 999, 1000]
     got = {
         (r["topic"], r["overall"], r["permille"]): r["v"]
         for r in nearest_rank(df, "v", permilles).collect()
@@ -61,6 +61,30 @@ def test_nearest_rank_matches_brute_force(spark: SparkSession) -> None:
         (t, t is None, p): brute_nearest_rank(vs, p) for t, vs in groups.items() for p in permilles
     }
     assert got == want
+    overall = {
+        (r["topic"], r["overall"], r["permille"], r["n"]): r["v"]
+        for r in nearest_rank(df, "v", permilles, by_topic=False).collect()
+    }
+    n = len(groups[None])
+    assert overall == {(None, True, p, n): want[(None, True, p)] for p in permilles}
+
+
+def test_nearest_rank_of_one_value_and_of_ties(spark: SparkSession) -> None:
+    # One value: every rank is that value. All equal: the value's range is every rank.
+    df = spark.createDataFrame([("a", 3.0), ("b", 2.0), ("b", 2.0), ("b", 2.0)], VALUES)
+    got = sorted(
+        (r["topic"], r["permille"], r["v"], r["n"])
+        for r in nearest_rank(df, "v", [1, 500, 1000]).collect()
+        if not r["overall"]
+    )
+    assert got == [
+        ("a", 1, 3.0, 1),
+        ("a", 500, 3.0, 1),
+        ("a", 1000, 3.0, 1),
+        ("b", 1, 2.0, 3),
+        ("b", 500, 2.0, 3),
+        ("b", 1000, 2.0, 3),
+    ]
 
 
 def test_per_topic_and_overall(spark: SparkSession) -> None:
