@@ -51,7 +51,7 @@ class Params:
     latency_rate: float
     idle: float
     #: Throughput runs per system; the median is reported (the machine is shared).
-    rounds: int = 3
+    rounds: int = 5
 
 
 class Runs:

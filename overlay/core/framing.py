@@ -18,7 +18,6 @@ from overlay.core.limits import DEFAULT_MAX_FRAME, MAX_CBOR_DEPTH
 
 HEADER = struct.Struct(">I")
 HEADER_SIZE = HEADER.size
-_pack_header = HEADER.pack
 
 
 def frame_bytes(body: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
@@ -37,14 +36,7 @@ def encode_map(obj: dict[str, Any]) -> bytes:
 
 
 def encode_frame(obj: dict[str, Any], max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
-    """:func:`frame_bytes` of :func:`encode_map`, in one call (one or more per event)."""
-    try:
-        body = cbor2.dumps(obj)
-    except cbor2.CBOREncodeError as exc:
-        raise LocalProtocolError(f"cannot encode {obj!r} as CBOR: {exc}") from exc
-    if len(body) > max_frame:
-        raise LocalProtocolError(f"frame of {len(body)} bytes exceeds the limit of {max_frame}")
-    return _pack_header(len(body)) + body
+    return frame_bytes(encode_map(obj), max_frame)
 
 
 def decode_map(body: bytes) -> dict[str, Any]:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from matching import parse
 from scribe import DeliveredEvent, ScribeConfig
 from scribe.dissemination import EventMemory, HandledEvent
 from scribe.messages import Event, EventBody, JoinAck, Leave, Publish, PublishAck
+from scribe.subscriptions import Subscription, TopicSubscriptions
 from tests.scribe.helpers import MID, TOPIC, attach, body, join, make, ref
 
 
@@ -183,9 +185,6 @@ def test_event_memory_forgets_by_age_and_past_its_size_bound() -> None:
 
 
 def test_plain_subscriptions_that_all_match_everything_are_found_without_matching() -> None:
-    from matching import parse
-    from scribe.subscriptions import Subscription, TopicSubscriptions
-
     def sub(sub_id: int, text: str) -> Subscription:
         return Subscription(sub_id, TOPIC, text, parse(text), None, None)
 

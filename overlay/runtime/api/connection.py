@@ -60,8 +60,6 @@ class _ReplySlot:
 _Gathered = tuple[_ReplySlot, int, Publish]
 
 
-
-
 class ApiConnection:
     def __init__(self, server: ApiServer, stream: trio.abc.Stream, conn_id: int) -> None:
         self.server = server
@@ -285,8 +283,7 @@ class ApiConnection:
             outcomes = self.service.publish_unreliable(requests)
         except Exception as exc:  # a bug of ours: these requests get 'internal', we go on
             log.exception("internal error in publish")
-            outcomes = [ApiError.internal(exc)] * len(
-                requests)
+            outcomes = [ApiError.internal(exc)] * len(requests)
         for (slot, rid, _), outcome in zip(gathered, outcomes, strict=True):
             self._fill_publish(slot, rid, outcome)
 
@@ -346,23 +343,24 @@ class ApiConnection:
 
     def _fill(self, slot: _ReplySlot, rid: int | None, body: dict[str, Any] | ApiError) -> None:
         if isinstance(body, ApiError):
-            reply = {"rid": rid, "ok": False, "error": body.to_wire()}
+            self._store(slot, {"rid": rid, "ok": False, "error": body.to_wire()})
         else:
-            reply = {"rid": rid, "ok": True, **body}
-        slot.data = encode_frame(reply)
-        self._account(len(slot.data))
-        self._wake.set()
+            self._store(slot, {"rid": rid, "ok": True, **body})
 
     def _fill_publish(self, slot: _ReplySlot, rid: int,
                       outcome: PublishResult | ApiError) -> None:
         """:meth:`_fill` for a publish's outcome (one per event: its map made at once)."""
         if type(outcome) is PublishResult:
-            slot.data = data = encode_frame(
-                {"rid": rid, "ok": True, "msg_id": outcome.msg_id, "seq": outcome.seq})
-            self._account(len(data))
-            self._wake.set()
+            self._store(slot, {"rid": rid, "ok": True, "msg_id": outcome.msg_id,
+                               "seq": outcome.seq})
         else:
             self._fill(slot, rid, outcome)  # type: ignore[arg-type]
+
+    def _store(self, slot: _ReplySlot, reply: dict[str, Any]) -> None:
+        """Encode ``reply`` into its slot and wake the writer."""
+        slot.data = data = encode_frame(reply)
+        self._account(len(data))
+        self._wake.set()
 
     def _push(self, push: Push) -> None:
         """Sink for the service: queue a push, or cut off a client that cannot keep up."""
