@@ -41,46 +41,43 @@ def encode_frame(obj: dict[str, Any], max_frame: int = DEFAULT_MAX_FRAME) -> byt
 
 def decode_map(body: bytes) -> dict[str, Any]:
     """Decode one frame body, which must be exactly one CBOR map."""
-    return _decode_with(_new_decoder(), body)
+    return MapDecoder()(body)
 
 
 class MapDecoder:
-    """:func:`decode_map` for one stream: reuses its CBOR decoder from frame to frame
-    (half the cost of a fresh one per frame). Not for several threads at once."""
+    """:func:`decode_map` for one stream of frames: reuses one CBOR decoder and the one
+    buffer it reads from, whose contents are replaced per frame (setting a decoder's
+    ``fp`` costs more than decoding a small request; this way a request's decode is
+    17.4k instructions against 20.5k). Not for several threads at once."""
 
     def __init__(self) -> None:
-        self._decoder: cbor2.CBORDecoder | None = None
+        self._stream = io.BytesIO()
+        self._decoder = _new_decoder(self._stream)
 
     def __call__(self, body: bytes) -> dict[str, Any]:
-        decoder = self._decoder
-        if decoder is None:
-            decoder = self._decoder = _new_decoder()
+        stream = self._stream
+        stream.seek(0)
+        stream.write(body)
+        stream.truncate()
+        stream.seek(0)
+        # Shared references (CBOR tags 28/29) do not outlive one ``decode`` call.
         try:
-            return _decode_with(decoder, body)
-        except FrameError:
-            self._decoder = None  # nothing of a failed decode carries over
-            raise
+            obj = self._decoder.decode()
+        except (cbor2.CBORError, ValueError, TypeError, RecursionError, OverflowError) as exc:
+            self._decoder = _new_decoder(stream)  # nothing of a failed decode carries over
+            raise FrameError(f"frame body is not valid CBOR: {exc}") from None
+        if stream.tell() != len(body):
+            raise FrameError(
+                f"frame body has {len(body) - stream.tell()} trailing bytes after its map")
+        if not isinstance(obj, dict):
+            raise FrameError(f"frame body must be a CBOR map, got {type(obj).__name__}")
+        # Keys are checked by whoever reads the map (message fields, API request fields):
+        # a non-text key is an unknown field there, so it costs no pass here.
+        return obj
 
 
-def _new_decoder() -> cbor2.CBORDecoder:
-    return cbor2.CBORDecoder(io.BytesIO(), max_depth=MAX_CBOR_DEPTH, allow_duplicate_keys=False)
-
-
-def _decode_with(decoder: cbor2.CBORDecoder, body: bytes) -> dict[str, Any]:
-    # Shared references (CBOR tags 28/29) do not outlive one ``decode`` call.
-    stream = io.BytesIO(body)
-    try:
-        decoder.fp = stream
-        obj = decoder.decode()
-    except (cbor2.CBORError, ValueError, TypeError, RecursionError, OverflowError) as exc:
-        raise FrameError(f"frame body is not valid CBOR: {exc}") from None
-    if stream.tell() != len(body):
-        raise FrameError(f"frame body has {len(body) - stream.tell()} trailing bytes after its map")
-    if not isinstance(obj, dict):
-        raise FrameError(f"frame body must be a CBOR map, got {type(obj).__name__}")
-    # Keys are checked by whoever reads the map (message fields, API request fields):
-    # a non-text key is an unknown field there, so it costs no pass here.
-    return obj
+def _new_decoder(stream: io.BytesIO) -> cbor2.CBORDecoder:
+    return cbor2.CBORDecoder(stream, max_depth=MAX_CBOR_DEPTH, allow_duplicate_keys=False)
 
 
 class FrameDecoder:

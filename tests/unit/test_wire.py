@@ -26,6 +26,7 @@ from overlay.core import (
     message,
     record,
 )
+from overlay.core.framing import MapDecoder
 
 
 @record
@@ -130,6 +131,22 @@ def test_encoding_an_oversized_frame_is_local_misuse() -> None:
 def test_bad_frame_bodies(body: bytes, message: str) -> None:
     with pytest.raises(FrameError, match=message):
         decode_map(body)
+
+
+def test_one_map_decoder_reads_frame_after_frame() -> None:
+    """Its one buffer is refilled per frame: a short frame after a long one has no
+    bytes of the long one left behind, and a bad frame spoils none after it."""
+    decode = MapDecoder()
+    long_map = {"op": "publish", "payload": b"x" * 5000, "attrs": {"a": 1}}
+    assert decode(cbor2.dumps(long_map)) == long_map
+    assert decode(cbor2.dumps({"a": 1})) == {"a": 1}
+    with pytest.raises(FrameError, match="trailing bytes"):
+        decode(cbor2.dumps({"a": 1}) + b"\x00")
+    with pytest.raises(FrameError, match="not valid CBOR"):
+        decode(b"\xa2\x61a\x01")  # truncated inside the map
+    with pytest.raises(FrameError, match="not valid CBOR"):
+        decode(b"\xa2\x61a\x01\x61a\x02")  # duplicate key
+    assert decode(cbor2.dumps({"b": [1, 2]})) == {"b": [1, 2]}
 
 
 @pytest.mark.parametrize(
