@@ -131,13 +131,40 @@ _LOGGER_CLASS = structlog.make_filtering_bound_logger(logging.NOTSET)
 def render_lines(node: str, run: str | None, items: list[TraceItem]) -> bytes:
     """The records (ts, ev, fields) of one node as JSON lines, joined by newlines.
 
-    Each record is built and rendered in one step: rendering a dict just made is
-    several times faster than rendering the same dicts made beforehand and kept in a
-    list (2.5 against 0.7 us per record, measured).
+    A record's line is its head (``ts``, ``node``, ``ev``, ``run``), rendered once per
+    distinct (ts, ev) of the call (a driver stamps one core step's records with one
+    time), followed by its own fields rendered alone. Building each record's merged
+    dict and rendering the head's keys again took half of a record's cost (6.7k
+    against 3.6k instructions, measured). The bytes are those of :func:`render` of the
+    merged record, which is the path taken when orjson refuses a record's fields. The
+    fields must not reuse the head's names.
     """
-    tagged = {} if run is None else {"run": run}
-    return b"\n".join([render({"ts": ts, "node": node, "ev": ev, **tagged, **fields})
-                        for ts, ev, fields in items])
+    heads = _Heads(node, run)
+    dumps = orjson.dumps
+    try:
+        return b"\n".join([
+            heads[ts, ev] + dumps(fields, default=_json_default)[1:] if fields
+            else heads[ts, ev][:-1] + b"}" for ts, ev, fields in items])
+    except orjson.JSONEncodeError:
+        tagged = {} if run is None else {"run": run}
+        return b"\n".join([render({"ts": ts, "node": node, "ev": ev, **tagged, **fields})
+                            for ts, ev, fields in items])
+
+
+class _Heads(dict[tuple[float, str], bytes]):
+    """(ts, ev) -> the line's start up to its own fields: ``{"ts":..,"node":..,"ev":..,``
+    (and ``"run":..,``), rendered when first asked for."""
+
+    def __init__(self, node: str, run: str | None) -> None:
+        super().__init__()
+        self.node = node
+        self.tagged = {} if run is None else {"run": run}
+
+    def __missing__(self, key: tuple[float, str]) -> bytes:
+        ts, ev = key
+        record = {"ts": ts, "node": self.node, "ev": ev, **self.tagged}
+        head = self[key] = render(record)[:-1] + b","
+        return head
 
 
 def _render(_logger: Any, _method: str, event_dict: dict[str, Any]) -> bytes:

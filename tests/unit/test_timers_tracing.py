@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Any
 
 from overlay.core import Timers
-from overlay.core.tracing import NodeTracer
+from overlay.core.tracing import NodeTracer, TraceItem, render, render_lines
 
 
 def test_timers_fire_in_order_and_reschedule_replaces() -> None:
@@ -77,3 +77,26 @@ def test_tracer_line_format(tmp_path: Path) -> None:
     # Compact: the only spaces are those inside the topic text.
     assert lines[1].count(" ") == 0 and lines[0].count(" ") == fields["topic"].count(" ")
     assert '"topic":"caf\u00e9"' in lines[1]  # UTF-8 text, not a \\u escape
+
+
+def test_lines_are_the_merged_records_rendered(tmp_path: Path) -> None:
+    """Heads shared per (ts, ev), fields rendered alone: byte for byte the line of the
+    whole record rendered at once, for empty fields, a shared and a new time stamp, with
+    and without a run, and when orjson refuses the fields (an int past 64 bits)."""
+    items: list[TraceItem] = [
+        (1.5, "publish", {"topic": "t", "attrs": {}, "size": 3}),
+        (1.5, "deliver", {"topic": "t", "raw": b"\x01", "kids": {"b", "a"}}),
+        (1.5, "publish", {}),
+        (float("nan"), "node_down", {"reason": "stop"}),
+        (2.0, "deliver", {"seq": 2, "nested": {"x": float("inf")}}),
+    ]
+    for run in (None, "r1"):
+        tagged = {} if run is None else {"run": run}
+        whole = [render({"ts": ts, "node": "0a", "ev": ev, **tagged, **fields})
+                 for ts, ev, fields in items]
+        assert render_lines("0a", run, items) == b"\n".join(whole)
+        refused = [*items, (3.0, "publish", {"big": 1 << 70})]
+        whole.append(render({"ts": 3.0, "node": "0a", "ev": "publish", **tagged, "big": 1 << 70}))
+        assert render_lines("0a", run, refused) == b"\n".join(whole)
+    assert json.loads(render_lines("0a", None, items[2:3])) == {
+        "ts": 1.5, "node": "0a", "ev": "publish"}
