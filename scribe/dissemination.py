@@ -216,8 +216,10 @@ class Dissemination:
                 continue  # already being served from this node
             search = handled.searches[group] = GroupSearch(upstream)
             self._steer(tree, topic_subs, handled, group, search, plan, back)
-        self._send(now, tree, handled, plan)
-        self._hand_back(handled, back, upstream)
+        if plan:  # most often nobody below (a leaf, or the root of a local topic)
+            self._send(now, tree, handled, plan)
+        if back:
+            self._hand_back(handled, back, upstream)
 
     def _steer(self, tree: TopicTree | None, topic_subs: TopicSubscriptions | None,
                handled: HandledEvent, group: str, search: GroupSearch, plan: Plan,

@@ -84,8 +84,9 @@ class Publishing:
             return
         key = s.mid(body.topic)
         if s.host.is_responsible(key):
-            # The key is ours: no route to start (nor its record).
-            self.at_root(now, body, s.me, reliable)
+            # The key is ours: no route to start (nor its record). This node knows its
+            # root, so an unreliable event needs no acknowledgement to itself.
+            self.at_root(now, body, s.me, reliable, direct=True)
         else:
             s.host.route(now, key, msg or Publish(body, s.me, reliable))
 
@@ -96,7 +97,8 @@ class Publishing:
     def at_root(self, now: float, body: EventBody, origin: NodeRef, reliable: bool,
                 direct: bool = False) -> None:
         """An event (``body``, from ``origin``'s application) at the node responsible for
-        its topic's key. ``direct``: ``origin`` sent it here as its cached root."""
+        its topic's key. ``direct``: ``origin`` knows this node is the root (it sent the
+        event here as its cached root, or it is this node)."""
         s = self.s
         topic = body.topic
         retention = self.retention
