@@ -105,9 +105,14 @@ class EventBody(Record):
     ts: float
 
     def __post_init__(self) -> None:
-        check_topic(self.topic)
-        check_msg_id(self.msg_id)
-        check_attrs(self.attrs)
+        # The checks' common outcome tested here, their calls made to raise (a body is
+        # made per event, and a call costs more than the test).
+        if not 0 < len(self.topic) <= MAX_TOPIC_CHARS:
+            check_topic(self.topic)
+        if _MSG_ID(self.msg_id) is None:
+            check_msg_id(self.msg_id)
+        if self.attrs:
+            check_attrs(self.attrs)
         if self.seq is not None and self.seq < 1:
             raise ValueError("seq starts at 1")
 

@@ -75,6 +75,8 @@ class ApiConnection:
         self._replies: deque[_ReplySlot] = deque()
         self._queued_bytes = 0
         self._wake = trio.Event()
+        #: Whether ``_wake`` is set (setting a set Event is a call for nothing).
+        self._woken = False
         self._closing = False
         #: Publishes waiting for the overlay (reliable ones): at most
         #: ``max_inflight_publishes``; past that the reader waits for ``_room``.
@@ -107,6 +109,7 @@ class ApiConnection:
         self._pushes.clear()
         self._replies.clear()
         self._pushes.append(encode_frame({"event": "error", "error": error.to_wire()}))
+        self._woken = True
         self._wake.set()
         # The writer cancels the connection once the error is out; a client that does
         # not read gets ``close_grace`` seconds for it.
@@ -359,8 +362,7 @@ class ApiConnection:
     def _store(self, slot: _ReplySlot, reply: dict[str, Any]) -> None:
         """Encode ``reply`` into its slot and wake the writer."""
         slot.data = data = encode_frame(reply)
-        self._account(len(data))
-        self._wake.set()
+        self._queued(len(data))
 
     def _push(self, push: Push) -> None:
         """Sink for the service: queue a push, or cut off a client that cannot keep up."""
@@ -374,10 +376,11 @@ class ApiConnection:
             slot.trailing.append(data)
         else:
             self._pushes.append(data)
-        self._account(len(data))
-        self._wake.set()
+        self._queued(len(data))
 
-    def _account(self, size: int) -> None:
+    def _queued(self, size: int) -> None:
+        """``size`` more bytes wait for the writer: wake it (once per wait: the frames of
+        a turn come in hundreds), or cut off a client that does not read them."""
         self._queued_bytes += size
         if self._queued_bytes > self.config.max_queue_bytes and not self._closing:
             self.server.stats["overloaded_closes"] += 1
@@ -385,6 +388,9 @@ class ApiConnection:
             self._close_with(ApiError(OVERLOADED, "outgoing queue full: the client is not "
                                       "reading fast enough"))
             self._queued_bytes = 0
+        if not self._woken:
+            self._woken = True
+            self._wake.set()
 
     async def _write_loop(self, scope: trio.CancelScope) -> None:
         try:
@@ -407,6 +413,7 @@ class ApiConnection:
                     break
                 await self._wake.wait()
                 self._wake = trio.Event()
+                self._woken = False
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         scope.cancel()
