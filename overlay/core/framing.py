@@ -23,7 +23,7 @@ HEADER_SIZE = HEADER.size
 def frame_bytes(body: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
     """Prefix ``body`` with its length; refuses bodies over ``max_frame`` (our own misuse)."""
     if len(body) > max_frame:
-        raise LocalProtocolError(f"frame of {len(body)} bytes exceeds the limit of {max_frame}")
+        raise _oversized(len(body), max_frame)
     return HEADER.pack(len(body)) + body
 
 
@@ -32,11 +32,27 @@ def encode_map(obj: dict[str, Any]) -> bytes:
     try:
         return cbor2.dumps(obj)
     except cbor2.CBOREncodeError as exc:
-        raise LocalProtocolError(f"cannot encode {obj!r} as CBOR: {exc}") from exc
+        raise _unencodable(obj, exc) from exc
 
 
 def encode_frame(obj: dict[str, Any], max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
-    return frame_bytes(encode_map(obj), max_frame)
+    """``frame_bytes(encode_map(obj))`` in one call: the daemon makes two frames per
+    event (a push and a reply), and the two calls between cost as much as the framing."""
+    try:
+        body = cbor2.dumps(obj)
+    except cbor2.CBOREncodeError as exc:
+        raise _unencodable(obj, exc) from exc
+    if len(body) > max_frame:
+        raise _oversized(len(body), max_frame)
+    return HEADER.pack(len(body)) + body
+
+
+def _oversized(size: int, max_frame: int) -> LocalProtocolError:
+    return LocalProtocolError(f"frame of {size} bytes exceeds the limit of {max_frame}")
+
+
+def _unencodable(obj: Any, exc: Exception) -> LocalProtocolError:
+    return LocalProtocolError(f"cannot encode {obj!r} as CBOR: {exc}")
 
 
 def decode_map(body: bytes) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import struct
+from typing import Any
 
 import cbor2
 import pytest
@@ -26,7 +27,7 @@ from overlay.core import (
     message,
     record,
 )
-from overlay.core.framing import MapDecoder
+from overlay.core.framing import MapDecoder, frame_bytes
 
 
 @record
@@ -113,8 +114,17 @@ def test_oversized_frame_is_refused_before_its_body_arrives() -> None:
 
 
 def test_encoding_an_oversized_frame_is_local_misuse() -> None:
-    with pytest.raises(LocalProtocolError):
+    with pytest.raises(LocalProtocolError, match=r"of 20[0-9] bytes exceeds"):
         encode_frame({"x": b"0" * 200}, max_frame=100)
+    with pytest.raises(LocalProtocolError, match="exceeds the limit of 100"):
+        frame_bytes(b"0" * 101, max_frame=100)
+    assert frame_bytes(b"0" * 100, max_frame=100) == b"\x00\x00\x00\x64" + b"0" * 100
+
+
+@pytest.mark.parametrize("encode", [encode_frame, encode_map])
+def test_encoding_what_cbor_cannot_hold_is_local_misuse(encode: Any) -> None:
+    with pytest.raises(LocalProtocolError, match="cannot encode"):
+        encode({"x": object()})
 
 
 @pytest.mark.parametrize(
