@@ -205,7 +205,10 @@ class Dissemination:
             handled.plain_done = True
             if topic_subs is not None:
                 for sub in topic_subs.matching_plain(attrs):
-                    self._deliver(sub, handled)
+                    if sub.replay_queue is None:  # _deliver, in line: once per delivery
+                        self.deliver_to(sub, handled)
+                    else:
+                        sub.replay_queue.append(handled)
             filtered = s.config.summaries
             for edge in tree.children.values():
                 if not filtered or edge.digest.plain_may_match(attrs):

@@ -85,13 +85,14 @@ class TopicSubscriptions:
 
     def matching_plain(self, attrs: Mapping[str, AttrValue]) -> Sequence[Subscription]:
         """Plain subscriptions whose filter matches, in handle order (deterministic)."""
+        everyone = self._everyone  # kept only while every filter matches everything
+        if everyone is not None:
+            return everyone
         if not self.plain:
             return ()
         index = self._plain_index
         if index.matches_everything:
-            everyone = self._everyone
-            if everyone is None:
-                everyone = self._everyone = tuple(self.plain[k] for k in sorted(self.plain))
+            everyone = self._everyone = tuple(self.plain[k] for k in sorted(self.plain))
             return everyone
         return [self.plain[sub_id] for sub_id in sorted(index.match(attrs))]
 
