@@ -168,7 +168,7 @@ class ChordNode(CoreBase):
         self.send(dest, msg)
 
     def is_responsible(self, key: int) -> bool:
-        if not self.successors:
+        if not self.successors.nodes:  # the list itself: asked once per event at a root
             return self.joined  # alone in the ring: every key is ours
         start = self.pred.id if self.pred is not None else self._range_start
         return start is not None and in_half_open(key, start, self.local.id, self.ring_size)
