@@ -124,13 +124,14 @@ def run_analysis(
     lat = rows_by_scope(latency.latency_percentiles(outcomes))
 
     step(STEPS[5])
-    stress_df = cost.node_stress(records).persist(StorageLevel.MEMORY_AND_DISK)
+    tally = cost.record_tally(records).persist(StorageLevel.MEMORY_AND_DISK)
+    stress_df = cost.node_stress(records, tally).persist(StorageLevel.MEMORY_AND_DISK)
     _write_table(stress_df, out, "node_stress")
     stress = _first_row(cost.stress_stats(stress_df))
     lookup_hist = [r.asDict() for r in cost.lookup_histogram(cost.lookups(records)).collect()]
 
     step(STEPS[6])
-    counts = rows_by_scope(gossip.record_counts(records))
+    counts = rows_by_scope(gossip.record_counts(records, tally))
     coverage = rows_by_scope(
         gossip.coverage_stats(gossip.event_reach(records, pubs, stress_df.select("node")))
     )
@@ -168,7 +169,7 @@ def run_analysis(
         "node_stress": [r.asDict() for r in stress_df.select("forwards", "children").collect()],
         "lookup_hops": lookup_hist,
     }
-    for df in (depths, pubs, subs, outcomes, stress_df):
+    for df in (depths, pubs, subs, outcomes, tally, stress_df):
         df.unpersist()
 
     report_path = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from spark_analysis.load import of_type
@@ -21,16 +21,37 @@ def children_at_end(records: DataFrame) -> DataFrame:
     return latest.groupBy("node").agg(F.count_if(F.col("op") == "add").alias("children"))
 
 
-def node_stress(records: DataFrame) -> DataFrame:
+def record_tally(records: DataFrame) -> DataFrame:
+    """(node, topic, ev, detail, n, dups): all records counted in one pass.
+
+    ``detail`` is a repair's kind and a drop's reason (else null), ``dups`` the records
+    with ``dup`` true. A few rows per node, topic and record type: the per-node stress
+    and the per-topic counts both follow from it, so the forward and recv records (most
+    of a trace) are read once for the two (``ev`` is the partition column, free to read).
+    """
+    detail = (
+        F.when(F.col("ev") == Ev.REPAIR, F.col("kind"))
+        .when(F.col("ev") == Ev.DROP, F.col("reason"))
+        .alias("detail")
+    )
+    return records.groupBy("node", "topic", "ev", detail).agg(
+        F.count(F.lit(1)).alias("n"), F.count_if(F.col("dup")).alias("dups")
+    )
+
+
+def node_stress(records: DataFrame, tally: DataFrame | None = None) -> DataFrame:
     """(node, forwards, recvs, delivers, children): load each node carried.
 
-    Every node that wrote a record has a row. One aggregation over the ``node`` column
-    of all records (``ev`` is the partition column, free to read).
+    Every node that wrote a record has a row. Summed from ``tally``
+    (:func:`record_tally` of ``records``, computed here when not given).
     """
-    per_ev = records.groupBy("node").agg(
-        F.count_if(F.col("ev") == Ev.FORWARD).alias("forwards"),
-        F.count_if(F.col("ev") == Ev.RECV).alias("recvs"),
-        F.count_if(F.col("ev") == Ev.DELIVER).alias("delivers"),
+    counts = record_tally(records) if tally is None else tally
+
+    def of(ev: str, name: str) -> Column:
+        return F.sum(F.when(F.col("ev") == ev, F.col("n")).otherwise(0)).alias(name)
+
+    per_ev = counts.groupBy("node").agg(
+        of(Ev.FORWARD, "forwards"), of(Ev.RECV, "recvs"), of(Ev.DELIVER, "delivers")
     )
     return per_ev.join(children_at_end(records), "node", "left").na.fill(0, ["children"])
 

@@ -6,6 +6,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
+from spark_analysis.cost import record_tally
 from spark_analysis.schema import Ev
 from spark_analysis.stats import per_topic_and_overall
 
@@ -63,28 +64,19 @@ def coverage_stats(reach: DataFrame) -> DataFrame:
 COUNTED = (Ev.FORWARD, Ev.RECV, Ev.REPAIR, Ev.DROP)
 
 
-def record_counts(records: DataFrame) -> DataFrame:
-    """Per topic and overall, in one pass: forward records, recv records and recv
-    duplicates, repairs by kind, drops by reason.
+def record_counts(records: DataFrame, tally: DataFrame | None = None) -> DataFrame:
+    """Per topic and overall: forward records, recv records and recv duplicates,
+    repairs by kind, drops by reason.
 
+    Summed from ``tally`` (:func:`cost.record_tally` of ``records``, computed here when
+    not given): the per-topic and overall grouping sets then expand a few thousand
+    rows instead of every forward and recv record.
     Output: topic, overall, ev, detail (repair kind, drop reason, else null), count,
     dups (recv records with ``dup`` true).
     """
-    counted = records.filter(F.col("ev").isin(*COUNTED)).select(
-        "topic",
-        "ev",
-        F.when(F.col("ev") == Ev.REPAIR, F.col("kind"))
-        .when(F.col("ev") == Ev.DROP, F.col("reason"))
-        .alias("detail"),
-        "dup",
-    )
-    # Counted per (topic, ev, detail) first: the per-topic and overall grouping sets
-    # then expand a few hundred rows instead of every forward and recv record.
-    per_topic = counted.groupBy("topic", "ev", "detail").agg(
-        F.count(F.lit(1)).alias("n"), F.count_if(F.col("dup")).alias("d")
-    )
+    counts = record_tally(records) if tally is None else tally
     return per_topic_and_overall(
-        per_topic,
-        [F.sum("n").alias("count"), F.sum("d").alias("dups")],
+        counts.filter(F.col("ev").isin(*COUNTED)),
+        [F.sum("n").alias("count"), F.sum("dups").alias("dups")],
         keys=["ev", "detail"],
     )

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from spark_analysis.cost import node_stress, record_tally
 from spark_analysis.gossip import event_reach, record_counts
 from spark_analysis.stats import rows_by_scope
 from tests.spark.helpers import records_df, schema
@@ -52,6 +53,41 @@ def test_record_counts_per_topic_and_overall(spark: SparkSession) -> None:
             ("repair", "gap", 2, 0),
         ],
     }
+
+
+def test_one_tally_gives_node_stress_and_record_counts(spark: SparkSession) -> None:
+    rows: list[dict[str, object]] = [
+        {"ts": 1.0, "node": "a", "ev": "forward", "topic": "t"},
+        {"ts": 1.1, "node": "a", "ev": "forward", "topic": "u"},
+        {"ts": 1.2, "node": "a", "ev": "recv", "topic": "t", "dup": True},
+        {"ts": 1.3, "node": "a", "ev": "deliver", "topic": "t", "dup": True},
+        {"ts": 1.4, "node": "a", "ev": "child", "topic": "t", "child": "b", "op": "add"},
+        {"ts": 1.5, "node": "b", "ev": "recv", "topic": "t", "dup": False},
+        {"ts": 1.6, "node": "b", "ev": "drop", "reason": "ttl"},
+        {"ts": 1.7, "node": "c", "ev": "node_up"},  # wrote a record: a row of zeros
+    ]
+    records = records_df(spark, rows)
+    tally = record_tally(records)
+    got = {
+        (r["node"], r["topic"], r["ev"], r["detail"]): (r["n"], r["dups"]) for r in tally.collect()
+    }
+    assert got[("a", "t", "forward", None)] == (1, 0)
+    assert got[("a", "t", "recv", None)] == (1, 1)
+    assert got[("a", "t", "deliver", None)] == (1, 1)  # dups of any type are tallied
+    assert got[("b", None, "drop", "ttl")] == (1, 0)
+    assert sum(n for n, _ in got.values()) == len(rows)
+    stress = sorted(tuple(r) for r in node_stress(records, tally).collect())
+    assert stress == [("a", 2, 1, 1, 1), ("b", 0, 1, 0, 0), ("c", 0, 0, 0, 0)]
+    assert stress == sorted(tuple(r) for r in node_stress(records).collect())
+
+    def counts(df: DataFrame) -> list[tuple[object, ...]]:
+        return sorted(
+            (str(r["topic"]), r["overall"], r["ev"], str(r["detail"]), r["count"], r["dups"])
+            for r in df.collect()
+        )
+
+    assert counts(record_counts(records, tally)) == counts(record_counts(records))
+    assert ("None", True, "recv", "None", 2, 1) in counts(record_counts(records))
 
 
 def test_event_reach_counts_distinct_nodes_across_bit_words(spark: SparkSession) -> None:
