@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
@@ -24,6 +25,20 @@ ARROW_SCHEMA = per_line.ARROW_SCHEMA
 _FAST_SCHEMA = pa.schema([f for f in per_line.FIELD_SCHEMA if f.name != "attrs"])
 _PARSE_OPTIONS = pj.ParseOptions(
     explicit_schema=_FAST_SCHEMA, unexpected_field_behavior="ignore", newlines_in_values=False
+)
+# Lines of the record types that are nearly every line of a trace (an event's hops) are
+# parsed against the few fields those types carry: Arrow's cost per line grows with the
+# schema's width, and this one is a third as wide. A hop line with any other field
+# fails that parse (unexpected field), and its block is parsed whole as before.
+HOT_LINE = '"ev":"(?:forward|recv|deliver)"'
+_HOT_FIELDS = (
+    *("ts", "node", "ev", "run", "topic", "msg_id"),
+    *("to", "from", "hop", "dup", "sub", "seq", "replay"),
+)
+_HOT_PARSE_OPTIONS = pj.ParseOptions(
+    explicit_schema=pa.schema([f for f in _FAST_SCHEMA if f.name in _HOT_FIELDS]),
+    unexpected_field_behavior="error",
+    newlines_in_values=False,
 )
 # One thread: Spark runs a task per core already. Blocks of a few MiB parse as fast as
 # one block of the whole piece, in less memory (a longer line fails, and is read alone).
@@ -122,15 +137,11 @@ def _attrs(data: bytes, ev: pa.Array) -> pa.Array | None:
     return pa.array(texts, pa.string())
 
 
-def _fast(data: bytes, n: int) -> pa.Table | None:
-    """The block parsed by Arrow, or None when it holds anything but good records."""
-    if not _plain_objects(data, n):
-        return None
+def _read(data: bytes | pa.Buffer, n: int, options: pj.ParseOptions) -> pa.Table | None:
+    """``n`` lines parsed by Arrow, or None when Arrow rejects them or finds a bad one."""
     try:
         table = pj.read_json(
-            pa.BufferReader(data),
-            read_options=_READ_OPTIONS,
-            parse_options=_PARSE_OPTIONS,
+            pa.BufferReader(data), read_options=_READ_OPTIONS, parse_options=options
         )
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
@@ -139,12 +150,88 @@ def _fast(data: bytes, n: int) -> pa.Table | None:
     required = [table.column(name) for name in ("ts", "node", "ev")]
     if any(col.null_count for col in required) or not pc.all(pc.is_finite(required[0])).as_py():
         return None
-    attrs = _attrs(data, table.column("ev").combine_chunks())
+    return table
+
+
+def _whole(data: bytes | pa.Buffer, n: int) -> pa.Table | None:
+    """All fields of ``n`` lines, attrs as their JSON text; None if any line is bad."""
+    table = _read(data, n, _PARSE_OPTIONS)
+    if table is None:
+        return None
+    attrs = _attrs(bytes(data), table.column("ev").combine_chunks())
     if attrs is None:
         return None
     return table.append_column(per_line.FIELD_SCHEMA.field("attrs"), attrs).select(
         per_line.FIELD_SCHEMA.names
     )
+
+
+def _widened(table: pa.Table) -> pa.Table:
+    """A table of some of the fields with the others added as nulls, in schema order."""
+    n = table.num_rows
+    return pa.table(
+        [
+            table.column(f.name) if f.name in table.column_names else pa.nulls(n, f.type)
+            for f in per_line.FIELD_SCHEMA
+        ],
+        schema=per_line.FIELD_SCHEMA,
+    )
+
+
+def _lines_of(data: bytes, n: int) -> pa.LargeBinaryArray:
+    """The block's lines (line breaks included) as an array over the same bytes."""
+    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == 10) + 1
+    offsets = np.zeros(n + 1, np.int64)
+    offsets[1 : len(ends) + 1] = ends
+    offsets[n] = len(data)  # the last line may lack its line break
+    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, buffers)
+
+
+def _joined(lines: pa.LargeBinaryArray) -> pa.Buffer:
+    """The bytes of ``lines`` one after another (they keep their line breaks)."""
+    offsets = np.frombuffer(lines.buffers()[1], np.int64, len(lines) + 1, lines.offset)
+    return lines.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+
+
+def _by_type(data: bytes, n: int) -> list[tuple[pa.Table, np.ndarray]] | None:
+    """The hop lines parsed on their narrow schema, the others on the full one, each
+    part with the numbers of its lines.
+
+    ``[]`` when the other lines hold a bad one (the block as a whole would fail too),
+    None when the hop lines fail their narrow parse (the block may still be good).
+    """
+    lines = _lines_of(data, n)
+    hot = pc.match_substring_regex(lines, HOT_LINE)
+    parts = []
+    for mask in (pc.invert(hot), hot):
+        rows = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+        if len(rows) == 0:
+            continue
+        picked = _joined(lines.filter(mask))
+        if mask is hot:
+            table = _read(picked, len(rows), _HOT_PARSE_OPTIONS)
+            if table is None:
+                return None
+            parts.insert(0, (_widened(table), rows))
+        else:
+            table = _whole(picked, len(rows))
+            if table is None:
+                return []
+            parts.append((table, rows))
+    return parts
+
+
+def _fast(data: bytes, n: int) -> list[tuple[pa.Table, np.ndarray | None]] | None:
+    """The block parsed by Arrow as tables with their line numbers (None: all lines in
+    order), or None when it holds anything but good records."""
+    if not _plain_objects(data, n):
+        return None
+    parts = _by_type(data, n)
+    if parts is not None:
+        return list(parts) or None
+    table = _whole(data, n)
+    return None if table is None else [(table, None)]
 
 
 def _with_source(table: pa.Table, rank: int | None, block: int, rows: pa.Array) -> pa.Table:
@@ -180,10 +267,18 @@ def parse_block(
     n = line_count(data)
     if n == 0:
         return []
-    table = _fast(data, n)
-    if table is not None:
+    parts = _fast(data, n)
+    if parts is not None:
         tally.lines += n
-        return [_with_source(table, rank, block, pa.arange(first_row, first_row + n))]
+        return [
+            _with_source(
+                table,
+                rank,
+                block,
+                pa.arange(first_row, first_row + n) if rows is None else pa.array(rows + first_row),
+            )
+            for table, rows in parts
+        ]
     halves = _halves(data) if len(data) > LINE_BY_LINE_BYTES else None
     if halves is None:
         table, rows = _line_by_line(data, block, file, tally, first_row)
@@ -215,7 +310,11 @@ def _line_by_line(
 
 
 def parse_text(data: str, rank: int | None = 0) -> tuple[pa.Table, Tally]:
-    """One block of text parsed as a task parses it (block 0): for tests and tools."""
+    """One block of text parsed as a task parses it (block 0), records in line order:
+    for tests and tools."""
     tally = Tally()
     tables = parse_block(data.encode(), rank, 0, "test", tally)
-    return (pa.concat_tables(tables) if tables else ARROW_SCHEMA.empty_table()), tally
+    if not tables:
+        return ARROW_SCHEMA.empty_table(), tally
+    table = pa.concat_tables(tables)
+    return table.take(pc.sort_indices(table.column("src_row"))), tally

@@ -158,6 +158,33 @@ def test_arrow_and_line_by_line_give_the_same_records() -> None:
         }
 
 
+def test_hop_lines_parse_on_their_narrow_schema_and_others_on_the_full_one() -> None:
+    lines = [_compact(g) for g in GOOD] + FILLER[:3]
+    data = "".join(line + "\n" for line in lines).encode()
+    parts = parse._by_type(data, len(lines))
+    assert parts is not None
+    # deliver and recv lines first, then publish and lookup, each with its line numbers
+    assert [list(rows) for _, rows in parts] == [[1, 3, 4, 5], [0, 2]]
+    hot = parts[0][0].to_pylist()
+    assert [r["ev"] for r in hot] == ["deliver", "recv", "recv", "recv"]
+    assert hot[0]["sub"] == 1 and hot[0]["attrs"] is None and hot[0]["key"] is None
+    assert [r["ev"] for r in parts[1][0].to_pylist()] == ["publish", "lookup"]
+    # A bad line among the others: the block is bad as a whole, and is not read again.
+    bad = b'{"ts":1.0,"node":"0a","ev":"publish","attrs":3}\n'
+    assert parse._by_type(bad + data, len(lines) + 1) == []
+    # Without a line break after the last line, that line is still read.
+    assert parse._by_type(data[:-1], len(lines)) is not None
+    # A hop line with a field its types do not carry: the block is parsed whole, and
+    # the field kept (or an unknown one ignored) as there.
+    for extra in ('"key":"k"', '"attrs":{"a":1}', '"other":[1]'):
+        odd = FILLER[0][:-1] + "," + extra + "}"
+        block = "".join(line + "\n" for line in [odd, *lines]).encode()
+        assert parse._by_type(block, len(lines) + 1) is None
+        records, tally = _parse([odd, *lines])
+        assert tally.bad == {} and [r["src_row"] for r in records] == list(range(len(lines) + 1))
+    assert _parse(['{"ts":1.0,"node":"0a","ev":"recv","key":"k"}'])[0][0]["key"] == "k"
+
+
 def test_attrs_text_keeps_json_types() -> None:
     records, _ = _parse([_compact(GOOD[0]), *FILLER[:3]])
     # bool stays bool, 1.0 stays a float: the filter evaluation depends on it
