@@ -20,8 +20,15 @@ Counts that do not move with the machine's load: instructions per event, from tw
 of one setup under valgrind (the difference removes start-up), e.g.
 
     valgrind --tool=callgrind --callgrind-out-file=/dev/null \
-        .venv/bin/python bench/daemon_path.py --setup 0 --repeat 1 --events 2000
+        .venv/bin/python bench/daemon_path.py --setup 0 --repeat 1 --events 2000 \
+        --window 1000000
     (again with --events 6000; instructions per event = (I6000 - I2000) / 4000)
+
+``--window 1000000`` sends every request without waiting for replies: with a window the
+publisher spins while it is full, and how often varies from run to run. The node's
+periodic work (its ticks, the trace flushes) still grows with the run's wall time, which
+under valgrind grows with the machine's load: compare two builds by running them at
+once (two runs of one build then agree within a few hundred instructions).
 """
 
 from __future__ import annotations
