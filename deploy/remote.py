@@ -47,7 +47,7 @@ from deploy.cluster import ClusterError
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 UNIT_TEMPLATE = Path(__file__).resolve().parent / "systemd" / "overlay@.service"
 #: What the daemon needs at run time: the project's dependencies but for the analysis'
-#: (pyspark, pyarrow, pandas, matplotlib), which a peer host does not need.
+#: (pyspark, pyarrow, pandas, numpy, matplotlib), which a peer host does not need.
 DAEMON_REQUIREMENTS = ["trio>=0.25", "cbor2>=5.6", "mmh3>=4.1", "structlog>=24.1", "orjson>=3.9",
                        "cryptography>=42"]
 

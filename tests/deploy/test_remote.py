@@ -182,7 +182,7 @@ def test_the_daemon_requirements_are_the_projects_own_but_the_analysis() -> None
     import tomllib
 
     project = tomllib.loads((remote.PROJECT_ROOT / "pyproject.toml").read_text())["project"]
-    analysis = {"pyspark", "pyarrow", "pandas", "matplotlib"}
+    analysis = {"pyspark", "pyarrow", "pandas", "numpy", "matplotlib"}
     wanted = {d.split()[0] for d in project["dependencies"] if d.split(">")[0] not in analysis}
     assert set(remote.DAEMON_REQUIREMENTS) == wanted
 
