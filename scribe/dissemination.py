@@ -205,10 +205,7 @@ class Dissemination:
             handled.plain_done = True
             if topic_subs is not None:
                 for sub in topic_subs.matching_plain(attrs):
-                    if sub.replay_queue is None:  # _deliver, in line: once per delivery
-                        self.deliver_to(sub, handled)
-                    else:
-                        sub.replay_queue.append(handled)
+                    self.deliver_to(sub, handled)
             filtered = s.config.summaries
             for edge in tree.children.values():
                 if not filtered or edge.digest.plain_may_match(attrs):
@@ -231,7 +228,7 @@ class Dissemination:
         if step is None:
             back.append(group)
         elif isinstance(step, Subscription):
-            self._deliver(step, handled)
+            self.deliver_to(step, handled)
         else:
             plan.setdefault(step.ref.id, (False, []))[1].append(group)
 
@@ -262,16 +259,14 @@ class Dissemination:
             body = handled.body
             self.s.send(upstream, AnycastBack(body.topic, body.msg_id, tuple(groups), self.s.me))
 
-    def _deliver(self, sub: Subscription, handled: HandledEvent) -> None:
-        if sub.replay_queue is not None:
-            sub.replay_queue.append(handled)  # after the replayed events
-            return
-        self.deliver_to(sub, handled)
-
     def deliver_to(self, sub: Subscription, handled: HandledEvent, replay: bool = False) -> None:
         """Hand one event to a local subscription, unless it had it (or a later one).
         ``replay``: an event the subscription asked the root for (its record says so:
-        it may predate the subscription, and is then no false delivery)."""
+        it may predate the subscription, and is then no false delivery). A subscription
+        waiting for its replay queues the event, to have it after the replayed ones."""
+        if sub.replay_queue is not None:
+            sub.replay_queue.append(handled)
+            return
         s = self.s
         body = handled.body
         if body.seq is not None:
