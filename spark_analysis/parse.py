@@ -10,6 +10,7 @@ until the bad line is in a small block, which goes line by line (:mod:`lines`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,20 +27,25 @@ _FAST_SCHEMA = pa.schema([f for f in per_line.FIELD_SCHEMA if f.name != "attrs"]
 _PARSE_OPTIONS = pj.ParseOptions(
     explicit_schema=_FAST_SCHEMA, unexpected_field_behavior="ignore", newlines_in_values=False
 )
-# Lines of the record types that are nearly every line of a trace (an event's hops) are
-# parsed against the few fields those types carry: Arrow's cost per line grows with the
-# schema's width, and this one is a third as wide. A hop line with any other field
-# fails that parse (unexpected field), and its block is parsed whole as before.
-HOT_LINE = '"ev":"(?:forward|recv|deliver)"'
-_HOT_FIELDS = (
-    *("ts", "node", "ev", "run", "topic", "msg_id"),
-    *("to", "from", "hop", "dup", "sub", "seq", "replay"),
-)
-_HOT_PARSE_OPTIONS = pj.ParseOptions(
-    explicit_schema=pa.schema([f for f in _FAST_SCHEMA if f.name in _HOT_FIELDS]),
-    unexpected_field_behavior="error",
-    newlines_in_values=False,
-)
+# Lines of the record types that are nearly every line of a trace (an event's hops)
+# are parsed by type, each against the few fields its type carries: Arrow's cost per
+# line grows with the schema's width, and these are a quarter of it. A hop line with
+# any other field fails its parse (unexpected field), and its block is parsed whole.
+_HOP_COMMON = ("ts", "node", "ev", "run", "topic", "msg_id")
+HOP_FIELDS = {  # TRACES.md; ``replay`` on deliver is beyond it
+    "forward": (*_HOP_COMMON, "to", "hop"),
+    "recv": (*_HOP_COMMON, "from", "hop", "dup"),
+    "deliver": (*_HOP_COMMON, "sub", "hop", "seq", "dup", "replay"),
+}
+HOP_EV = '"ev":"(?P<ev>' + "|".join(HOP_FIELDS) + ')"'
+_HOP_PARSE_OPTIONS = {
+    ev: pj.ParseOptions(
+        explicit_schema=pa.schema([f for f in _FAST_SCHEMA if f.name in fields]),
+        unexpected_field_behavior="error",
+        newlines_in_values=False,
+    )
+    for ev, fields in HOP_FIELDS.items()
+}
 # One thread: Spark runs a task per core already. Blocks of a few MiB parse as fast as
 # one block of the whole piece, in less memory (a longer line fails, and is read alone).
 _READ_OPTIONS = pj.ReadOptions(use_threads=False, block_size=4 << 20)
@@ -47,6 +53,9 @@ _READ_OPTIONS = pj.ReadOptions(use_threads=False, block_size=4 << 20)
 LINE_BY_LINE_BYTES = 16 << 10
 SAMPLE_CHARS = 300
 _ATTRS_KEY = b'"attrs"'
+_NEWLINE, _OPEN_BRACE = ord("\n"), ord("{")
+# NaN, Inf or Infinity where a value starts (maybe inside a text, which only costs time)
+_CONSTANT_VALUE = re.compile(rb"[:\[,]\s*-?(?:NaN|Inf)")
 
 
 @dataclass
@@ -91,23 +100,39 @@ def _valid_utf8(data: bytes) -> bool:
     return True
 
 
-def _plain_objects(data: bytes, n: int) -> bool:
-    """Every line is one ``{...}`` with nothing around it, valid UTF-8, no NaN/Infinity.
+def _line_breaks(data: bytes) -> np.ndarray:
+    """Positions of the block's line breaks."""
+    return np.flatnonzero(np.frombuffer(data, np.uint8) == _NEWLINE)
+
+
+def _plain_objects(data: bytes, breaks: np.ndarray) -> bool:
+    """Every line starts with ``{`` and the block is valid UTF-8.
 
     Arrow skips blank lines (they must be counted), reads two objects on one line as
-    two rows, crashes on a block that starts with a bare ``null``, keeps invalid UTF-8
-    in its strings, and accepts NaN and Infinity anywhere (the contract's JSON does
-    not): such blocks go line by line.
+    two rows, crashes on a block that starts with a bare ``null`` and keeps invalid
+    UTF-8 in its strings: such blocks go line by line. With every line starting with
+    "{", none is blank and each gives Arrow a row at least, so the row count (checked
+    after the parse) finds two objects on one line.
     """
-    # With every line starting with "{", none is blank and each gives Arrow a row at
-    # least, so the row count (checked after the parse) finds two objects on one line.
+    starts = breaks + 1
+    starts = starts[starts < len(data)]
+    view = np.frombuffer(data, np.uint8)
     return (
         data.startswith(b"{")
-        and data.count(b"\n{") == n - 1
-        and b"NaN" not in data
-        and b"Infinity" not in data
+        and bool((view[starts] == _OPEN_BRACE).all())
         and _valid_utf8(data)
     )
+
+
+def _no_constants(data: bytes) -> bool:
+    """No NaN, Inf or Infinity as a value, which Arrow reads as numbers (JSON has no
+    such values). Needed only where a double other than ``ts`` may be: ``ts`` is
+    checked to be finite after the parse, and Arrow refuses them for the other types.
+    A text that merely holds the letters is searched again for them as a value.
+    """
+    if b"NaN" not in data and b"Inf" not in data:
+        return True
+    return _CONSTANT_VALUE.search(data) is None
 
 
 def _attrs(data: bytes, ev: pa.Array) -> pa.Array | None:
@@ -155,10 +180,13 @@ def _read(data: bytes | pa.Buffer, n: int, options: pj.ParseOptions) -> pa.Table
 
 def _whole(data: bytes | pa.Buffer, n: int) -> pa.Table | None:
     """All fields of ``n`` lines, attrs as their JSON text; None if any line is bad."""
+    raw = bytes(data)
+    if not _no_constants(raw):
+        return None
     table = _read(data, n, _PARSE_OPTIONS)
     if table is None:
         return None
-    attrs = _attrs(bytes(data), table.column("ev").combine_chunks())
+    attrs = _attrs(raw, table.column("ev").combine_chunks())
     if attrs is None:
         return None
     return table.append_column(per_line.FIELD_SCHEMA.field("attrs"), attrs).select(
@@ -178,11 +206,10 @@ def _widened(table: pa.Table) -> pa.Table:
     )
 
 
-def _lines_of(data: bytes, n: int) -> pa.LargeBinaryArray:
+def _lines_of(data: bytes, n: int, breaks: np.ndarray) -> pa.LargeBinaryArray:
     """The block's lines (line breaks included) as an array over the same bytes."""
-    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == 10) + 1
     offsets = np.zeros(n + 1, np.int64)
-    offsets[1 : len(ends) + 1] = ends
+    offsets[1 : len(breaks) + 1] = breaks + 1
     offsets[n] = len(data)  # the last line may lack its line break
     buffers = [None, pa.py_buffer(offsets), pa.py_buffer(data)]
     return pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, buffers)
@@ -194,40 +221,45 @@ def _joined(lines: pa.LargeBinaryArray) -> pa.Buffer:
     return lines.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
 
 
-def _by_type(data: bytes, n: int) -> list[tuple[pa.Table, np.ndarray]] | None:
-    """The hop lines parsed on their narrow schema, the others on the full one, each
-    part with the numbers of its lines.
+def _by_type(
+    data: bytes, n: int, breaks: np.ndarray | None = None
+) -> list[tuple[pa.Table, np.ndarray]] | None:
+    """The hop lines parsed by record type on their narrow schemas, the others on the
+    full one, each part with the numbers of its lines.
 
     ``[]`` when the other lines hold a bad one (the block as a whole would fail too),
-    None when the hop lines fail their narrow parse (the block may still be good).
+    None when some hop lines fail their narrow parse (the block may still be good).
     """
-    lines = _lines_of(data, n)
-    hot = pc.match_substring_regex(lines, HOT_LINE)
+    lines = _lines_of(data, n, _line_breaks(data) if breaks is None else breaks)
+    hop_ev = pc.struct_field(pc.extract_regex(lines, HOP_EV), "ev")
+    masks = [(ev, pc.fill_null(pc.equal(hop_ev, ev), False)) for ev in HOP_FIELDS]
+    masks.append((None, pc.is_null(hop_ev)))
     parts = []
-    for mask in (pc.invert(hot), hot):
+    for ev, mask in masks:
         rows = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
         if len(rows) == 0:
             continue
         picked = _joined(lines.filter(mask))
-        if mask is hot:
-            table = _read(picked, len(rows), _HOT_PARSE_OPTIONS)
-            if table is None:
-                return None
-            parts.insert(0, (_widened(table), rows))
-        else:
+        if ev is None:
             table = _whole(picked, len(rows))
             if table is None:
                 return []
             parts.append((table, rows))
+        else:
+            table = _read(picked, len(rows), _HOP_PARSE_OPTIONS[ev])
+            if table is None:
+                return None
+            parts.append((_widened(table), rows))
     return parts
 
 
 def _fast(data: bytes, n: int) -> list[tuple[pa.Table, np.ndarray | None]] | None:
     """The block parsed by Arrow as tables with their line numbers (None: all lines in
     order), or None when it holds anything but good records."""
-    if not _plain_objects(data, n):
+    breaks = _line_breaks(data)
+    if not _plain_objects(data, breaks):
         return None
-    parts = _by_type(data, n)
+    parts = _by_type(data, n, breaks)
     if parts is not None:
         return list(parts) or None
     table = _whole(data, n)
