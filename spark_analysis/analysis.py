@@ -124,7 +124,7 @@ def run_analysis(
     lat = rows_by_scope(latency.latency_percentiles(outcomes))
 
     step(STEPS[5])
-    tally = cost.record_tally(records).persist(StorageLevel.MEMORY_AND_DISK)
+    tally = loaded.record_tally.persist(StorageLevel.MEMORY_AND_DISK)
     stress_df = cost.node_stress(records, tally).persist(StorageLevel.MEMORY_AND_DISK)
     _write_table(stress_df, out, "node_stress")
     stress = _first_row(cost.stress_stats(stress_df))

@@ -2,7 +2,9 @@
 
 The driver plans which bytes of which files each task reads (:mod:`chunks`); Spark runs
 the tasks, each parsing its lines with Arrow and writing Parquet (:mod:`load_task`);
-Spark then reads the records back from that Parquet for the analysis.
+Spark then reads the records back from that Parquet for the analysis. Each task also
+counts the records it writes per (node, topic, ev, detail) into ``DIR/tally``, which
+the per-node and per-topic counts sum instead of reading every record again.
 """
 
 from __future__ import annotations
@@ -14,13 +16,22 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from spark_analysis.chunks import TRACE_GLOB, list_trace_files, plan_tasks
-from spark_analysis.load_task import TaskResult, run_task
+from spark_analysis.load_task import TALLY_DIR, TaskResult, run_task
 from spark_analysis.parse import Tally
 from spark_analysis.schema import NORMALIZED_SCHEMA
 
-__all__ = ["BAD_REASONS", "TRACE_GLOB", "LoadResult", "load_traces", "of_type", "read_records"]
+__all__ = [
+    "BAD_REASONS",
+    "TRACE_GLOB",
+    "LoadResult",
+    "load_traces",
+    "of_type",
+    "read_records",
+    "read_tally",
+]
 
 BAD_REASONS = (
     "not a JSON object",
@@ -38,6 +49,8 @@ class LoadResult:
     """What loading found: the records (read back from Parquet) and the line counts."""
 
     records: DataFrame
+    # cost.record_tally of the records: (node, topic, ev, detail, n, dups)
+    record_tally: DataFrame
     lines: int
     bad_lines: int
     record_count: int
@@ -54,13 +67,16 @@ def load_traces(
     read only the ``ev`` partitions they need.
     """
     target = Path(out_dir) / "records"
-    shutil.rmtree(target, ignore_errors=True)
+    tally_target = Path(out_dir) / TALLY_DIR
+    for folder in (target, tally_target):
+        shutil.rmtree(folder, ignore_errors=True)
     target.mkdir(parents=True)
     tasks = plan_tasks(list_trace_files(path), spark.sparkContext.defaultParallelism)
     results: list[TaskResult] = []
     if tasks:
         work = spark.sparkContext.parallelize(list(enumerate(tasks)), len(tasks))
-        results = work.map(partial(run_task, target=str(target), run=run)).collect()
+        task = partial(run_task, target=str(target), run=run, tally_target=str(tally_target))
+        results = work.map(task).collect()
     tally = Tally()
     for result in results:
         tally.merge(result.tally)
@@ -71,6 +87,7 @@ def load_traces(
     ]
     return LoadResult(
         records=read_records(spark, str(target)),
+        record_tally=read_tally(spark, str(tally_target)),
         lines=tally.lines,
         bad_lines=sum(by_reason.values()),
         record_count=sum(r.records for r in results),
@@ -84,6 +101,25 @@ def read_records(spark: SparkSession, parquet_dir: str) -> DataFrame:
     if not any(Path(parquet_dir).glob("ev=*")):
         return spark.createDataFrame([], NORMALIZED_SCHEMA)
     return spark.read.schema(NORMALIZED_SCHEMA).parquet(parquet_dir)
+
+
+TALLY_SCHEMA = T.StructType(
+    [
+        *(T.StructField(name, T.StringType()) for name in ("node", "topic", "ev", "detail")),
+        T.StructField("n", T.LongType()),
+        T.StructField("dups", T.LongType()),
+    ]
+)
+
+
+def read_tally(spark: SparkSession, tally_dir: str) -> DataFrame:
+    """The tasks' tallies summed: one row per (node, topic, ev, detail)."""
+    if not any(Path(tally_dir).glob("*.parquet")):
+        return spark.createDataFrame([], TALLY_SCHEMA)
+    parts = spark.read.schema(TALLY_SCHEMA).parquet(tally_dir)
+    return parts.groupBy("node", "topic", "ev", "detail").agg(
+        F.sum("n").alias("n"), F.sum("dups").alias("dups")
+    )
 
 
 def of_type(records: DataFrame, ev: str) -> DataFrame:

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from spark_analysis.chunks import Piece, read_piece
 from spark_analysis.lines import ARROW_SCHEMA
 from spark_analysis.parse import Tally, parse_block
+from spark_analysis.schema import Ev
 
 # Columns whose values are nearly all distinct: a Parquet dictionary for them is built
 # and then abandoned, which costs time and saves nothing.
@@ -34,6 +35,19 @@ NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _ESCAPED = {*map(chr, range(1, 32)), *"\"#%'*/:=?\\\x7f{[]^"}
 
 FILE_SCHEMA = pa.schema([f for f in ARROW_SCHEMA if f.name != "ev"])
+# Every record counted per (node, topic, ev, detail), with those whose ``dup`` is true:
+# cost.record_tally's table, summed here in each task as the records are written, so
+# that no later step reads the hop records (nine tenths of a trace) again for counts.
+TALLY_DIR = "tally"
+TALLY_SCHEMA = pa.schema(
+    [
+        *(pa.field(name, pa.string()) for name in ("node", "topic", "ev", "detail")),
+        pa.field("n", pa.int64()),
+        pa.field("dups", pa.int64()),
+    ]
+)
+# A repair's kind and a drop's reason are the detail its count is kept by.
+DETAIL_FIELD = {Ev.REPAIR: "kind", Ev.DROP: "reason"}
 
 
 def partition_dir(ev: str | None) -> str:
@@ -51,27 +65,88 @@ class TaskResult:
     records: int = 0
 
 
+def tally_of(ev: str | None, rows: pa.Table) -> pa.Table:
+    """``rows`` (records of one ``ev``) counted per node, topic and detail."""
+    n = rows.num_rows
+    field = DETAIL_FIELD.get(ev or "")
+    keyed = pa.table(
+        {
+            "node": rows.column("node"),
+            "topic": rows.column("topic"),
+            "detail": rows.column(field) if field else pa.nulls(n, pa.string()),
+            "dup": rows.column("dup"),
+        }
+    )
+    counted = keyed.group_by(["node", "topic", "detail"]).aggregate(
+        [([], "count_all"), ("dup", "sum")]
+    )
+    return _tally_table(counted, ev, counted.column("count_all"), counted.column("dup_sum"))
+
+
+def _tally_table(counted: pa.Table, ev: str | None, n: pa.Array, dups: pa.Array) -> pa.Table:
+    rows = counted.num_rows
+    return pa.table(
+        [
+            counted.column("node"),
+            counted.column("topic"),
+            counted.column("ev") if ev is None else pa.repeat(pa.scalar(ev, pa.string()), rows),
+            counted.column("detail"),
+            pc.cast(n, pa.int64()),
+            pc.cast(pc.fill_null(dups, 0), pa.int64()),
+        ],
+        schema=TALLY_SCHEMA,
+    )
+
+
+def merged_tally(parts: list[pa.Table]) -> pa.Table:
+    """Partial tallies summed per (node, topic, ev, detail)."""
+    if not parts:
+        return TALLY_SCHEMA.empty_table()
+    summed = (
+        pa.concat_tables(parts)
+        .group_by(["node", "topic", "ev", "detail"])
+        .aggregate([("n", "sum"), ("dups", "sum")])
+    )
+    return _tally_table(summed, None, summed.column("n_sum"), summed.column("dups_sum"))
+
+
 class _EvWriters:
-    """One Parquet file per ``ev`` for the task, written under a hidden name first.
+    """One Parquet file per ``ev`` for the task, written under a hidden name first,
+    and the task's tally.
 
     A file appears under its final name only once complete, and the names depend on the
     task's pieces only, so a retried task replaces its earlier attempt's files.
     """
 
-    def __init__(self, target: str, task: int) -> None:
+    def __init__(self, target: str, task: int, tally_target: str | None = None) -> None:
         self.target = target
+        self.tally_target = tally_target
         self.name = f"part-{task:05d}.parquet"
         self.open: dict[str, tuple[pq.ParquetWriter, str, str]] = {}
+        self.tallies: list[pa.Table] = []
 
-    def write(self, table: pa.Table) -> None:
-        if table.num_rows == 0:
-            return
-        # A filter per ev on dictionary codes: a third of the cost of sorting by ev.
-        table = table.combine_chunks()
-        ev = pc.dictionary_encode(table.column("ev")).chunk(0)
-        rows = table.drop_columns(["ev"])
-        for code, value in enumerate(ev.dictionary.to_pylist()):
-            self._writer(value).write_table(rows.filter(pc.equal(ev.indices, code)))
+    def write(self, tables: list[pa.Table]) -> None:
+        """Write ``tables`` (parsed records) into the files of their ``ev``.
+
+        The parse gives most tables one ``ev`` each (a hop type's lines); the others
+        are split by a filter per ev on dictionary codes.
+        """
+        by_ev: dict[str | None, list[pa.Table]] = {}
+        for table in tables:
+            if table.num_rows == 0:
+                continue
+            ev = pc.dictionary_encode(table.column("ev").combine_chunks())
+            rows = table.drop_columns(["ev"])
+            values = ev.dictionary.to_pylist()
+            if len(values) == 1:
+                by_ev.setdefault(values[0], []).append(rows)
+                continue
+            for code, value in enumerate(values):
+                by_ev.setdefault(value, []).append(rows.filter(pc.equal(ev.indices, code)))
+        for value, parts in by_ev.items():
+            part = pa.concat_tables(parts)
+            self._writer(value).write_table(part)
+            self.tallies.append(tally_of(value, part))
 
     def _writer(self, ev: str | None) -> pq.ParquetWriter:
         d = partition_dir(ev)
@@ -80,39 +155,50 @@ class _EvWriters:
             folder = os.path.join(self.target, d)
             os.makedirs(folder, exist_ok=True)
             final = os.path.join(folder, self.name)
-            temp = os.path.join(folder, f".{self.name}.{os.getpid()}.tmp")
             writer = pq.ParquetWriter(
-                temp,
+                _temp_name(final),
                 FILE_SCHEMA,
                 compression="snappy",
                 use_dictionary=[n for n in FILE_SCHEMA.names if n not in NO_DICTIONARY],
                 write_statistics=[n for n in FILE_SCHEMA.names if n not in NO_STATISTICS],
             )
-            entry = self.open[d] = (writer, temp, final)
+            entry = self.open[d] = (writer, _temp_name(final), final)
         return entry[0]
 
     def close(self) -> None:
         for writer, temp, final in self.open.values():
             writer.close()
             os.replace(temp, final)
+        if self.tally_target is not None:
+            os.makedirs(self.tally_target, exist_ok=True)
+            final = os.path.join(self.tally_target, self.name)
+            pq.write_table(merged_tally(self.tallies), _temp_name(final))
+            os.replace(_temp_name(final), final)
 
 
-def run_task(item: tuple[int, list[Piece]], target: str, run: str | None) -> TaskResult:
-    """Parse the task's pieces and write their good records (of ``run`` only, if set)."""
+def _temp_name(final: str) -> str:
+    folder, name = os.path.split(final)
+    return os.path.join(folder, f".{name}.{os.getpid()}.tmp")
+
+
+def run_task(
+    item: tuple[int, list[Piece]], target: str, run: str | None, tally_target: str | None = None
+) -> TaskResult:
+    """Parse the task's pieces and write their good records (of ``run`` only, if set),
+    and their tally into ``tally_target`` when given."""
     task, pieces = item
     result = TaskResult()
-    writers = _EvWriters(target, task)
+    writers = _EvWriters(target, task, tally_target)
     pending: list[pa.Table] = []
     pending_bytes = 0
 
     def flush() -> None:
         nonlocal pending, pending_bytes
-        if pending:
-            table = pa.concat_tables(pending)
-            if run is not None:
-                table = table.filter(pc.equal(table.column("run"), run))
-            result.records += table.num_rows
-            writers.write(table)
+        tables = pending
+        if run is not None:
+            tables = [t.filter(pc.equal(t.column("run"), run)) for t in tables]
+        result.records += sum(t.num_rows for t in tables)
+        writers.write(tables)
         pending, pending_bytes = [], 0
 
     for piece in pieces:

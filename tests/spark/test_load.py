@@ -13,12 +13,14 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_analysis import parse
+from spark_analysis import cost, parse
 from spark_analysis.chunks import Piece, plan_tasks, rank_of, read_piece
 from spark_analysis.lines import parse_line
 from spark_analysis.load import BAD_REASONS, load_traces
 from spark_analysis.load_task import partition_dir, run_task, task_files
 from spark_analysis.schema import LIVE_RANK
+from spark_analysis.synthetic import Spec, generate
+from tests.spark.helpers import assert_df_equal
 
 GOOD = [
     {
@@ -82,6 +84,11 @@ BAD = {
     '{"ts": 1e400, "node": "0a", "ev": "x"}': "ts not finite",
     '{"ts": 1.0, "node": "0a", "ev": "x"} {"ts": 2.0}': "not a JSON object",
     '{"ts": 1.0, "node": "0a", "ev": "x", "ms": Infinity}': "not a JSON object",
+    # Arrow reads Inf as a number too, with or without a sign, in any double field
+    '{"ts": 1.0, "node": "0a", "ev": "x", "ms": Inf}': "not a JSON object",
+    '{"ts": 1.0, "node": "0a", "ev": "x", "expiry":-Inf}': "not a JSON object",
+    '{"ts": Infinity, "node": "0a", "ev": "recv", "hop": 1}': "not a JSON object",
+    '{"ts": -Inf, "node": "0a", "ev": "forward"}': "not a JSON object",
     '{"ts": 1.0, "node": "0a", "ev": "publish", "attrs": {"p": NaN}}': "not a JSON object",
     '{"ts": 1.0, "node": "0a", "ev": "x",}': "not a JSON object",
     "null": "not a JSON object",
@@ -163,12 +170,14 @@ def test_hop_lines_parse_on_their_narrow_schema_and_others_on_the_full_one() -> 
     data = "".join(line + "\n" for line in lines).encode()
     parts = parse._by_type(data, len(lines))
     assert parts is not None
-    # deliver and recv lines first, then publish and lookup, each with its line numbers
-    assert [list(rows) for _, rows in parts] == [[1, 3, 4, 5], [0, 2]]
-    hot = parts[0][0].to_pylist()
-    assert [r["ev"] for r in hot] == ["deliver", "recv", "recv", "recv"]
-    assert hot[0]["sub"] == 1 and hot[0]["attrs"] is None and hot[0]["key"] is None
-    assert [r["ev"] for r in parts[1][0].to_pylist()] == ["publish", "lookup"]
+    # recv, then deliver lines, then publish and lookup, each with its line numbers
+    assert [list(rows) for _, rows in parts] == [[3, 4, 5], [1], [0, 2]]
+    assert [r["ev"] for r in parts[0][0].to_pylist()] == ["recv"] * 3
+    deliver = parts[1][0].to_pylist()
+    assert [r["ev"] for r in deliver] == ["deliver"]
+    assert deliver[0]["sub"] == 1 and deliver[0]["attrs"] is None and deliver[0]["key"] is None
+    assert all(part.schema == parse.per_line.FIELD_SCHEMA for part, _ in parts)
+    assert [r["ev"] for r in parts[2][0].to_pylist()] == ["publish", "lookup"]
     # A bad line among the others: the block is bad as a whole, and is not read again.
     bad = b'{"ts":1.0,"node":"0a","ev":"publish","attrs":3}\n'
     assert parse._by_type(bad + data, len(lines) + 1) == []
@@ -176,13 +185,33 @@ def test_hop_lines_parse_on_their_narrow_schema_and_others_on_the_full_one() -> 
     assert parse._by_type(data[:-1], len(lines)) is not None
     # A hop line with a field its types do not carry: the block is parsed whole, and
     # the field kept (or an unknown one ignored) as there.
-    for extra in ('"key":"k"', '"attrs":{"a":1}', '"other":[1]'):
+    for extra in ('"key":"k"', '"attrs":{"a":1}', '"other":[1]', '"sub":3'):
         odd = FILLER[0][:-1] + "," + extra + "}"
         block = "".join(line + "\n" for line in [odd, *lines]).encode()
         assert parse._by_type(block, len(lines) + 1) is None
         records, tally = _parse([odd, *lines])
         assert tally.bad == {} and [r["src_row"] for r in records] == list(range(len(lines) + 1))
     assert _parse(['{"ts":1.0,"node":"0a","ev":"recv","key":"k"}'])[0][0]["key"] == "k"
+
+
+def test_constant_names_in_text_are_not_values() -> None:
+    # NaN, Inf and Infinity as values are not JSON (BAD above); as text they are fine,
+    # and such a block still parses fast, as a whole.
+    texts = {"level": "Info", "x": "NaN", "y": "-Infinity", "z": "Inf; NaN"}
+    line = _compact({**GOOD[0], "attrs": texts, "reason": "Inf"})
+    lines = [line, *FILLER[:3]]
+    data = "".join(x + "\n" for x in lines).encode()
+    assert parse._fast(data, len(lines)) is not None
+    records, tally = _parse(lines)
+    assert tally.bad == {} and json.loads(records[0]["attrs"]) == texts
+    # After a comma in a text, the search takes it for a value: the block goes line by
+    # line, which finds the line good.
+    odd = {**texts, "z": "a,Inf"}
+    lines[0] = _compact({**GOOD[0], "attrs": odd})
+    data = "".join(x + "\n" for x in lines).encode()
+    assert parse._fast(data, len(lines)) is None
+    records, tally = _parse(lines)
+    assert tally.bad == {} and json.loads(records[0]["attrs"]) == odd and len(records) == 4
 
 
 def test_attrs_text_keeps_json_types() -> None:
@@ -290,3 +319,19 @@ def test_load_counts_writes_parquet_and_filters_run(
     assert one_run.record_count == 2
     assert one_run.bad_lines == len(BAD)  # malformed lines have no trustworthy run
     assert sorted(r["ev"] for r in one_run.records.collect()) == ["deliver", "publish"]
+
+
+@pytest.mark.parametrize("run", [None, "synthetic"])
+def test_tasks_tally_what_the_records_count(
+    spark: SparkSession, tmp_path: Path, run: str | None
+) -> None:
+    """The tasks' tally, summed, is cost.record_tally of the records they wrote."""
+    info = generate(tmp_path / "traces", Spec(seed=11, events=120, rotate_bytes=20_000))
+    loaded = load_traces(spark, str(info.out_dir), tmp_path / "out", run=run)
+    assert_df_equal(loaded.record_tally, cost.record_tally(loaded.records))
+    rows = loaded.record_tally.collect()
+    assert sum(r["n"] for r in rows) == loaded.record_count
+    # the parts that could go wrong are there: details, duplicates, split nodes
+    assert {r["ev"] for r in rows if r["detail"] is not None} == {"repair", "drop"}
+    assert sum(r["dups"] for r in rows) > 0
+    assert len(list((tmp_path / "out" / "tally").glob("*.parquet"))) > 1
