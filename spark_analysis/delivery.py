@@ -19,31 +19,44 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.window import Window
 
 from spark_analysis.load import of_type
-from spark_analysis.schema import Ev, order_key
+from spark_analysis.schema import ORDER_COLUMNS, Ev
 from spark_analysis.stats import per_topic_and_overall
 
 KEY = ["node", "sub", "msg_id"]
 
 
 def delivery_keys(records: DataFrame) -> DataFrame:
-    """One row per delivered (node, sub, msg_id): first record's fields and duplicates."""
+    """One row per delivered (node, sub, msg_id): first record's fields and duplicates.
+
+    A window over each key in record order, not ``min_by`` of a struct: nearly every
+    key has one record, so a partial aggregation saves no rows, and its struct
+    comparisons cost a sort of their own; the window sorts once, after the shuffle.
+    """
     delivers = of_type(records, Ev.DELIVER).filter(
         F.col("sub").isNotNull() & F.col("msg_id").isNotNull()
     )
-    grouped = delivers.groupBy(*KEY).agg(
-        F.min_by(F.struct("topic", "ts", "hop", "dup", "replay"), order_key()).alias("first"),
-        F.count(F.lit(1)).alias("records"),
-    )
-    first_dup = F.coalesce(F.col("first.dup"), F.lit(False)).cast("long")
-    return grouped.select(
+    in_order = Window.partitionBy(*KEY).orderBy(*ORDER_COLUMNS)
+    ranked = delivers.select(
         *KEY,
-        F.col("first.topic").alias("topic"),
-        F.col("first.ts").alias("first_ts"),
-        F.col("first.hop").alias("first_hop"),
-        F.coalesce(F.col("first.replay"), F.lit(False)).alias("replay"),
-        (F.col("records") - 1 + first_dup).alias("duplicates"),
+        "topic",
+        "ts",
+        "hop",
+        "dup",
+        "replay",
+        F.row_number().over(in_order).alias("_rank"),
+        F.count(F.lit(1)).over(Window.partitionBy(*KEY)).alias("_records"),
+    )
+    first_dup = F.coalesce(F.col("dup"), F.lit(False)).cast("long")
+    return ranked.filter(F.col("_rank") == 1).select(
+        *KEY,
+        "topic",
+        F.col("ts").alias("first_ts"),
+        F.col("hop").alias("first_hop"),
+        F.coalesce(F.col("replay"), F.lit(False)).alias("replay"),
+        (F.col("_records") - 1 + first_dup).alias("duplicates"),
     )
 
 
