@@ -156,12 +156,14 @@ def _finish_class_archive(partial: Path, path: Path) -> None:
         pass
 
 
-# The driver JVM (in local mode also the executor) compiles with C1 only. A run is a
-# few dozen short queries, each with its own generated code: with C2 as well, the JIT
-# compiler threads took about 65 s of CPU in a 10M-record run, more than the tasks
-# themselves (55 s); C1 alone takes 4 s, for tasks some 20% slower. On 2 cores that
-# cut the run from 127 to 100 s. Cluster executors run long and keep the default.
-DRIVER_JIT = "-XX:TieredStopAtLevel=1"
+# The driver JVM (in local mode also the executor): the throughput collector, whose
+# pauses a batch job does not mind, rather than G1 with its concurrent threads taking a
+# core from the tasks. JIT compilation is left at its default (C1, then C2 for hot
+# code). C1 alone was once faster here, when Spark itself parsed the trace text and the
+# C2 compiler threads took more CPU than the tasks; since the Python tasks parse, the
+# JVM runs sorts, joins and aggregations, and these run twice as fast compiled by C2
+# (``bench/spark_analysis.py`` figures in the commit that made this change).
+DRIVER_JVM = "-XX:+UseParallelGC"
 
 
 def quiet_python_warnings() -> None:
@@ -194,7 +196,7 @@ def build_session(
     builder = (
         SparkSession.builder.master(master)
         .appName(APP_NAME)
-        .config("spark.driver.extraJavaOptions", f"{java_opts} {DRIVER_JIT}")
+        .config("spark.driver.extraJavaOptions", f"{java_opts} {DRIVER_JVM}")
         .config("spark.executor.extraJavaOptions", java_opts)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -215,7 +217,7 @@ def build_session(
         cds = _class_archive_options()
         if cds and not (extra_conf or {}).get("spark.driver.extraJavaOptions"):
             builder = builder.config(
-                "spark.driver.extraJavaOptions", f"{java_opts} {DRIVER_JIT} {cds}"
+                "spark.driver.extraJavaOptions", f"{java_opts} {DRIVER_JVM} {cds}"
             )
         spark = _with_filtered_jvm_stderr(builder.getOrCreate)
     else:
