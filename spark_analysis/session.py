@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from importlib import resources
@@ -110,10 +112,17 @@ def class_archive(java_home: str | None = None) -> Path | None:
     found = java if java.is_file() else Path(shutil.which("java") or "java")
     try:
         real = found.resolve()
-        stamp = f"{real}:{real.stat().st_mtime_ns}:{pyspark.__file__}"
+        stamp = [f"{real}:{real.stat().st_mtime_ns}:{pyspark.__file__}"]
+        # The JVM refuses the whole archive when any jar on the class path differs from
+        # the one it was written with (a reinstalled pyspark, same version and path):
+        # each jar's size and time are in the name, so such an archive is written anew.
+        jars = Path(pyspark.__file__).parent / "jars"
+        for jar in sorted(jars.glob("*.jar")):
+            info = jar.stat()
+            stamp.append(f"{jar.name}:{info.st_size}:{info.st_mtime_ns}")
     except OSError:
         return None
-    digest = hashlib.sha1(stamp.encode()).hexdigest()[:12]
+    digest = hashlib.sha1("\n".join(stamp).encode()).hexdigest()[:12]
     cache = Path(setting) if setting else Path.home() / ".cache" / "overlay" / "spark-cds"
     return cache / f"spark-{pyspark.__version__}-{digest}.jsa"
 
@@ -124,16 +133,34 @@ def _class_archive_options() -> str:
     if path is None:
         return ""
     if path.is_file():
+        with contextlib.suppress(OSError):
+            os.utime(path)  # in use: see _prune_archives
         return f"-XX:SharedArchiveFile={path} {CDS_QUIET}"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError:
         return ""
+    _prune_archives(path.parent)
     # Written under a name of this process's own, renamed once the JVM has exited, so
     # a run never maps a half-written archive of a concurrent one.
     partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     atexit.register(_finish_class_archive, partial, path)
     return f"-XX:ArchiveClassesAtExit={partial} {CDS_QUIET}"
+
+
+# An archive is some 190 MB, and every pyspark or Java install gets its own: those
+# unused this long are removed when a new one is written (each use touches its file).
+ARCHIVE_UNUSED_DAYS = 7
+
+
+def _prune_archives(folder: Path, now: float | None = None) -> None:
+    cutoff = (time.time() if now is None else now) - ARCHIVE_UNUSED_DAYS * 86400
+    for old in folder.glob("spark-*.jsa*"):
+        try:
+            if old.stat().st_mtime < cutoff:
+                old.unlink()
+        except OSError:
+            pass
 
 
 def _finish_class_archive(partial: Path, path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,3 +45,31 @@ def test_archive_is_written_at_exit_then_used(
     finish(partial, final)
     assert path.read_bytes() == b"archive" and not partial.exists()
     assert session._class_archive_options() == f"-XX:SharedArchiveFile={path} {session.CDS_QUIET}"
+
+
+def test_archive_name_follows_the_jars(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A reinstalled jar (same pyspark, same path) gets an archive of its own: the JVM
+    would refuse the old one whole."""
+    import pyspark
+
+    package = tmp_path / "pyspark"
+    (package / "jars").mkdir(parents=True)
+    jar = package / "jars" / "a.jar"
+    jar.write_bytes(b"one")
+    monkeypatch.setattr(pyspark, "__file__", str(package / "__init__.py"))
+    monkeypatch.setenv(session.CDS_ENV, str(tmp_path / "cds"))
+    first = session.class_archive()
+    assert first is not None and session.class_archive() == first
+    jar.write_bytes(b"two")
+    os.utime(jar, ns=(1, 1))
+    assert session.class_archive() not in (None, first)
+
+
+def test_archives_unused_for_a_week_are_removed(tmp_path: Path) -> None:
+    now = 1_000_000_000.0
+    ages = {"spark-1-old.jsa": 8, "spark-1-old.jsa.7.tmp": 30, "spark-2-new.jsa": 6, "x.txt": 99}
+    for name, days in ages.items():
+        (tmp_path / name).write_bytes(b"")
+        os.utime(tmp_path / name, (now - days * 86400, now - days * 86400))
+    session._prune_archives(tmp_path, now=now)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spark-2-new.jsa", "x.txt"]
