@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -31,21 +33,27 @@ STEPS = (
 
 
 class Progress:
-    """One line on stderr, rewritten per step, only when stderr is a terminal."""
+    """One line on stderr, rewritten per step begun, only when stderr is a terminal.
+
+    Steps run side by side (:class:`_Steps`), so the line counts the steps begun and
+    names the latest.
+    """
 
     def __init__(self, stream: TextIO | None = None, enabled: bool | None = None) -> None:
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty() if enabled is None else enabled
         self.started = time.monotonic()
         self.step = 0
+        self._lock = threading.Lock()
 
     def __call__(self, name: str) -> None:
-        self.step += 1
-        if self.enabled:
-            elapsed = time.monotonic() - self.started
-            line = f"[{self.step}/{len(STEPS)}] {name} ({elapsed:.0f}s)"
-            self.stream.write(f"\r\033[K{line}")
-            self.stream.flush()
+        with self._lock:
+            self.step += 1
+            if self.enabled:
+                elapsed = time.monotonic() - self.started
+                line = f"[{self.step}/{len(STEPS)}] {name} ({elapsed:.0f}s)"
+                self.stream.write(f"\r\033[K{line}")
+                self.stream.flush()
 
     def done(self) -> None:
         if self.enabled:
@@ -72,6 +80,98 @@ def _write_table(df: DataFrame, out_dir: Path, name: str) -> None:
     df.coalesce(1).write.mode("overwrite").parquet(str(out_dir / "tables" / name))
 
 
+_COLLECTED = {f.name for f in fields(Collected)}
+
+
+class _Steps:
+    """The metric steps after loading, as three chains run side by side.
+
+    One Spark job rarely keeps both cores busy (small tasks, the driver planning between
+    jobs), so the chains share the executor: trees; expected receivers, deliveries and
+    latency; cost and gossip, which also needs the published events of the second.
+    Each fills in its own fields; ``persisted`` are unpersisted once all are done.
+    """
+
+    def __init__(
+        self, records: DataFrame, tally: DataFrame, out: Path, step: Callable[[str], None]
+    ) -> None:
+        self.records, self.tally, self.out, self.step = records, tally, out, step
+        self.pubs: Future[DataFrame] = Future()
+        self.persisted: list[DataFrame] = []
+        self.values: dict[str, Any] = {}
+
+    def keep(self, df: DataFrame) -> DataFrame:
+        self.persisted.append(df.persist(StorageLevel.MEMORY_AND_DISK))
+        return self.persisted[-1]
+
+    def trees(self) -> None:
+        self.step(STEPS[1])
+        depths = self.keep(trees.tree_depths(trees.tree_members(self.records)))
+        _write_table(depths, self.out, "tree_depths")
+        self.values["depth_hist"] = rows_by_scope(trees.depth_histogram(depths))
+
+    def deliveries(self) -> None:
+        try:
+            self.step(STEPS[2])
+            pubs = self.keep(expected.publishes(self.records))
+        except BaseException as exc:
+            self.pubs.set_exception(exc)
+            raise
+        self.pubs.set_result(pubs)
+        subs = self.keep(expected.check_filters(expected.subscriptions(self.records)))
+        sub_counts = _first_row(
+            subs.agg(
+                F.count(F.lit(1)).alias("subscriptions"),
+                F.count_if(F.col("filter_error").isNotNull()).alias("bad_filters"),
+            )
+        )
+        matched = expected.expected_receivers(pubs, subs).persist(StorageLevel.MEMORY_AND_DISK)
+        v = self.values
+        v["match_errors"] = matched.filter(F.col("match_error").isNotNull()).count()
+        v["bad_filters"] = int(sub_counts.get("bad_filters") or 0)
+        v["subscriptions"] = int(sub_counts.get("subscriptions") or 0)
+        expected_rows = matched.filter(F.col("match_error").isNull())
+
+        self.step(STEPS[3])
+        keys = delivery.delivery_keys(self.records)
+        outcomes = self.keep(delivery.delivery_outcomes(expected_rows, keys))
+        v["deliveries"] = rows_by_scope(delivery.delivery_counts(outcomes))
+        matched.unpersist()
+        v["reach"] = rows_by_scope(delivery.reach_shares(delivery.per_event(outcomes)))
+        v["hops_hist"] = rows_by_scope(delivery.hop_histogram(outcomes))
+        v["published"] = rows_by_scope(delivery.published_counts(pubs))
+
+        self.step(STEPS[4])
+        v["latency"] = rows_by_scope(latency.latency_percentiles(outcomes))
+
+    def cost_and_gossip(self) -> None:
+        self.step(STEPS[5])
+        tally = self.keep(self.tally)
+        stress_df = self.keep(cost.node_stress(self.records, tally))
+        _write_table(stress_df, self.out, "node_stress")
+        v = self.values
+        v["stress"] = _first_row(cost.stress_stats(stress_df))
+        looks = cost.lookup_histogram(cost.lookups(self.records)).collect()
+        v["lookup_hist"] = [r.asDict() for r in looks]
+        v["node_stress"] = [r.asDict() for r in stress_df.select("forwards", "children").collect()]
+
+        self.step(STEPS[6])
+        v["counts"] = rows_by_scope(gossip.record_counts(self.records, tally))
+        reach = gossip.event_reach(self.records, self.pubs.result(), stress_df.select("node"))
+        v["coverage"] = rows_by_scope(gossip.coverage_stats(reach))
+
+    def run(self) -> dict[str, Any]:
+        chains = (self.deliveries, self.cost_and_gossip, self.trees)
+        try:
+            with ThreadPoolExecutor(len(chains), thread_name_prefix="analysis") as pool:
+                for done in [pool.submit(chain) for chain in chains]:
+                    done.result()  # the first failure, once every chain has ended
+        finally:
+            for df in self.persisted:
+                df.unpersist()
+        return self.values
+
+
 def run_analysis(
     spark: SparkSession,
     traces: str,
@@ -88,74 +188,16 @@ def run_analysis(
 
     step(STEPS[0])
     loaded: LoadResult = load_traces(spark, traces, out, run)
-    records = loaded.records
-
-    step(STEPS[1])
-    depths = trees.tree_depths(trees.tree_members(records)).persist(StorageLevel.MEMORY_AND_DISK)
-    _write_table(depths, out, "tree_depths")
-    depth_hist = rows_by_scope(trees.depth_histogram(depths))
-
-    step(STEPS[2])
-    pubs = expected.publishes(records).persist(StorageLevel.MEMORY_AND_DISK)
-    subs = expected.check_filters(expected.subscriptions(records)).persist(
-        StorageLevel.MEMORY_AND_DISK
-    )
-    sub_counts = _first_row(
-        subs.agg(
-            F.count(F.lit(1)).alias("subscriptions"),
-            F.count_if(F.col("filter_error").isNotNull()).alias("bad_filters"),
-        )
-    )
-    matched = expected.expected_receivers(pubs, subs).persist(StorageLevel.MEMORY_AND_DISK)
-    match_errors = matched.filter(F.col("match_error").isNotNull()).count()
-    expected_rows = matched.filter(F.col("match_error").isNull())
-
-    step(STEPS[3])
-    outcomes = delivery.delivery_outcomes(expected_rows, delivery.delivery_keys(records)).persist(
-        StorageLevel.MEMORY_AND_DISK
-    )
-    deliveries = rows_by_scope(delivery.delivery_counts(outcomes))
-    matched.unpersist()
-    reach = rows_by_scope(delivery.reach_shares(delivery.per_event(outcomes)))
-    hops_hist = rows_by_scope(delivery.hop_histogram(outcomes))
-    published = rows_by_scope(delivery.published_counts(pubs))
-
-    step(STEPS[4])
-    lat = rows_by_scope(latency.latency_percentiles(outcomes))
-
-    step(STEPS[5])
-    tally = loaded.record_tally.persist(StorageLevel.MEMORY_AND_DISK)
-    stress_df = cost.node_stress(records, tally).persist(StorageLevel.MEMORY_AND_DISK)
-    _write_table(stress_df, out, "node_stress")
-    stress = _first_row(cost.stress_stats(stress_df))
-    lookup_hist = [r.asDict() for r in cost.lookup_histogram(cost.lookups(records)).collect()]
-
-    step(STEPS[6])
-    counts = rows_by_scope(gossip.record_counts(records, tally))
-    coverage = rows_by_scope(
-        gossip.coverage_stats(gossip.event_reach(records, pubs, stress_df.select("node")))
-    )
+    v = _Steps(loaded.records, loaded.record_tally, out, step).run()
 
     collected = Collected(
         records=loaded.record_count,
         lines=loaded.lines,
         bad_lines=loaded.bad_lines,
         run=run,
-        published=published,
-        deliveries=deliveries,
-        latency=lat,
-        depth_hist=depth_hist,
-        hops_hist=hops_hist,
-        counts=counts,
-        reach=reach,
-        coverage=coverage,
-        lookup_hist=lookup_hist,
-        stress=stress,
-        bad_filters=int(sub_counts.get("bad_filters") or 0),
-        subscriptions=int(sub_counts.get("subscriptions") or 0),
-        match_errors=int(match_errors),
         bad_samples=loaded.bad_samples,
         bad_by_reason=loaded.bad_by_reason,
+        **{name: value for name, value in v.items() if name in _COLLECTED},
     )
     summary = build_summary(collected)
     summary_path = out / "summary.json"
@@ -164,13 +206,11 @@ def run_analysis(
     series: dict[str, Any] = {
         "latency_cdf": {
             scope: sorted((r["permille"], r["latency_ms"]) for r in rows)
-            for scope, rows in lat.items()
+            for scope, rows in v["latency"].items()
         },
-        "node_stress": [r.asDict() for r in stress_df.select("forwards", "children").collect()],
-        "lookup_hops": lookup_hist,
+        "node_stress": v["node_stress"],
+        "lookup_hops": v["lookup_hist"],
     }
-    for df in (depths, pubs, subs, outcomes, tally, stress_df):
-        df.unpersist()
 
     report_path = None
     if report:
