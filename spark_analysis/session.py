@@ -183,14 +183,16 @@ def _finish_class_archive(partial: Path, path: Path) -> None:
         pass
 
 
-# The driver JVM (in local mode also the executor): the throughput collector, whose
-# pauses a batch job does not mind, rather than G1 with its concurrent threads taking a
-# core from the tasks. JIT compilation is left at its default (C1, then C2 for hot
-# code). C1 alone was once faster here, when Spark itself parsed the trace text and the
-# C2 compiler threads took more CPU than the tasks; since the Python tasks parse, the
-# JVM runs sorts, joins and aggregations, and these run twice as fast compiled by C2
-# (``bench/spark_analysis.py`` figures in the commit that made this change).
-DRIVER_JVM = "-XX:+UseParallelGC"
+# The driver JVM (in local mode also the executor) compiles with C1 only, and collects
+# with the throughput collector. A run is some seventy short queries, each with its own
+# generated code, on a JVM that lives a minute: with C2 as well, the JIT compiler
+# threads took 28 s of CPU in the analysis of 10M records, more than the tasks (24 s),
+# for tasks twice as fast; with the steps running side by side every core is busy, and
+# C1 alone (3 s of compiling, 35 s of tasks) ends 4 s sooner (28.1-28.9 s against
+# 32.7 s). G1's concurrent threads cost 3.5 s more than the parallel collector (31.9 and
+# 32.5 s), whose pauses a batch job does not mind. Cluster executors run long and keep
+# the defaults.
+DRIVER_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
 
 
 def quiet_python_warnings() -> None:
