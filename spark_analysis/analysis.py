@@ -83,13 +83,19 @@ def _write_table(df: DataFrame, out_dir: Path, name: str) -> None:
 _COLLECTED = {f.name for f in fields(Collected)}
 
 
+class _UpstreamFailed(Exception):
+    """A step this one waits for failed (its own error is the one reported)."""
+
+
 class _Steps:
-    """The metric steps after loading, as three chains run side by side.
+    """The metric steps after loading, as chains run side by side.
 
     One Spark job rarely keeps both cores busy (small tasks, the driver planning between
-    jobs), so the chains share the executor: trees; expected receivers, deliveries and
-    latency; cost and gossip, which also needs the published events of the second.
-    Each fills in its own fields; ``persisted`` are unpersisted once all are done.
+    jobs), so four chains share the executor: trees; expected receivers, then the
+    deliveries against them; cost, then gossip (which needs the published events);
+    latency (which needs the deliveries). What one chain needs from another comes
+    through a Future. Each fills in its own fields; ``persisted``
+    are unpersisted once all are done.
     """
 
     def __init__(
@@ -97,6 +103,7 @@ class _Steps:
     ) -> None:
         self.records, self.tally, self.out, self.step = records, tally, out, step
         self.pubs: Future[DataFrame] = Future()
+        self.outcomes: Future[DataFrame] = Future()
         self.persisted: list[DataFrame] = []
         self.values: dict[str, Any] = {}
 
@@ -111,12 +118,8 @@ class _Steps:
         self.values["depth_hist"] = rows_by_scope(trees.depth_histogram(depths))
 
     def deliveries(self) -> None:
-        try:
-            self.step(STEPS[2])
-            pubs = self.keep(expected.publishes(self.records))
-        except BaseException as exc:
-            self.pubs.set_exception(exc)
-            raise
+        self.step(STEPS[2])
+        pubs = self.keep(expected.publishes(self.records))
         self.pubs.set_result(pubs)
         subs = self.keep(expected.check_filters(expected.subscriptions(self.records)))
         sub_counts = _first_row(
@@ -136,13 +139,16 @@ class _Steps:
         keys = delivery.delivery_keys(self.records)
         outcomes = self.keep(delivery.delivery_outcomes(expected_rows, keys))
         v["deliveries"] = rows_by_scope(delivery.delivery_counts(outcomes))
+        self.outcomes.set_result(outcomes)
         matched.unpersist()
         v["reach"] = rows_by_scope(delivery.reach_shares(delivery.per_event(outcomes)))
         v["hops_hist"] = rows_by_scope(delivery.hop_histogram(outcomes))
         v["published"] = rows_by_scope(delivery.published_counts(pubs))
 
+    def latency(self) -> None:
+        outcomes = self.outcomes.result()
         self.step(STEPS[4])
-        v["latency"] = rows_by_scope(latency.latency_percentiles(outcomes))
+        self.values["latency"] = rows_by_scope(latency.latency_percentiles(outcomes))
 
     def cost_and_gossip(self) -> None:
         self.step(STEPS[5])
@@ -160,12 +166,24 @@ class _Steps:
         reach = gossip.event_reach(self.records, self.pubs.result(), stress_df.select("node"))
         v["coverage"] = rows_by_scope(gossip.coverage_stats(reach))
 
+    def _chain(self, chain: Callable[[], None]) -> None:
+        try:
+            chain()
+        except BaseException:
+            # Whoever waits for what this chain would have made must not wait forever.
+            for future in (self.pubs, self.outcomes):
+                if not future.done():
+                    future.set_exception(_UpstreamFailed())
+            raise
+
     def run(self) -> dict[str, Any]:
-        chains = (self.deliveries, self.cost_and_gossip, self.trees)
+        chains = (self.deliveries, self.cost_and_gossip, self.trees, self.latency)
         try:
             with ThreadPoolExecutor(len(chains), thread_name_prefix="analysis") as pool:
-                for done in [pool.submit(chain) for chain in chains]:
-                    done.result()  # the first failure, once every chain has ended
+                ran = [pool.submit(self._chain, chain) for chain in chains]
+            errors = [e for e in (f.exception() for f in ran) if e is not None]
+            if errors:
+                raise next((e for e in errors if not isinstance(e, _UpstreamFailed)), errors[0])
         finally:
             for df in self.persisted:
                 df.unpersist()

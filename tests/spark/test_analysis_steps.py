@@ -1,0 +1,39 @@
+"""The metric steps side by side: a failing step is reported, and nobody waits forever."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from spark_analysis import analysis, expected
+from spark_analysis.synthetic import Spec, generate
+
+pytestmark = pytest.mark.spark
+
+
+class Boom(RuntimeError):
+    pass
+
+
+@pytest.mark.timeout(120)
+def test_a_failed_step_is_raised_and_its_dependents_do_not_wait(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Gossip waits for the published events, latency for the deliveries: both would
+    # block for ever if the chain that makes them failed without telling them.
+    info = generate(tmp_path / "traces", Spec(seed=2, events=20, nodes=8, malformed=0))
+
+    def fail(records: DataFrame) -> DataFrame:
+        raise Boom("no publishes today")
+
+    monkeypatch.setattr(expected, "publishes", fail)
+    steps: list[str] = []
+    with pytest.raises(Boom, match="no publishes today"):
+        analysis.run_analysis(
+            spark, str(info.out_dir), tmp_path / "out", progress=steps.append, report=False
+        )
+    assert steps[0] == analysis.STEPS[0] and analysis.STEPS[4] not in steps
+    # what the other chains persisted is released all the same
+    assert spark._jsparkSession.sharedState().cacheManager().isEmpty()
