@@ -113,7 +113,8 @@ class _Steps:
 
     def trees(self) -> None:
         self.step(STEPS[1])
-        depths = self.keep(trees.tree_depths(trees.tree_members(self.records)))
+        last_event = trees.last_event_from_tally(self.tally)
+        depths = self.keep(trees.tree_depths(trees.tree_members(self.records, last_event)))
         _write_table(depths, self.out, "tree_depths")
         self.values["depth_hist"] = rows_by_scope(trees.depth_histogram(depths))
 

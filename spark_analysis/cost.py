@@ -22,12 +22,13 @@ def children_at_end(records: DataFrame) -> DataFrame:
 
 
 def record_tally(records: DataFrame) -> DataFrame:
-    """(node, topic, ev, detail, n, dups): all records counted in one pass.
+    """(node, topic, ev, detail, n, dups, last_ts): all records counted in one pass.
 
     ``detail`` is a repair's kind and a drop's reason (else null), ``dups`` the records
-    with ``dup`` true. A few rows per node, topic and record type: the per-node stress
-    and the per-topic counts both follow from it, so the forward and recv records (most
-    of a trace) are read once for the two (``ev`` is the partition column, free to read).
+    with ``dup`` true, ``last_ts`` their latest ``ts``. A few rows per node, topic and
+    record type: the per-node stress, the per-topic counts and each topic's last event
+    follow from it. Loading computes it as it writes the records (``load_task``); this
+    is its definition, and what it is tested against.
     """
     detail = (
         F.when(F.col("ev") == Ev.REPAIR, F.col("kind"))
@@ -35,7 +36,9 @@ def record_tally(records: DataFrame) -> DataFrame:
         .alias("detail")
     )
     return records.groupBy("node", "topic", "ev", detail).agg(
-        F.count(F.lit(1)).alias("n"), F.count_if(F.col("dup")).alias("dups")
+        F.count(F.lit(1)).alias("n"),
+        F.count_if(F.col("dup")).alias("dups"),
+        F.max("ts").alias("last_ts"),
     )
 
 

@@ -49,7 +49,7 @@ class LoadResult:
     """What loading found: the records (read back from Parquet) and the line counts."""
 
     records: DataFrame
-    # cost.record_tally of the records: (node, topic, ev, detail, n, dups)
+    # cost.record_tally of the records: (node, topic, ev, detail, n, dups, last_ts)
     record_tally: DataFrame
     lines: int
     bad_lines: int
@@ -108,6 +108,7 @@ TALLY_SCHEMA = T.StructType(
         *(T.StructField(name, T.StringType()) for name in ("node", "topic", "ev", "detail")),
         T.StructField("n", T.LongType()),
         T.StructField("dups", T.LongType()),
+        T.StructField("last_ts", T.DoubleType()),
     ]
 )
 
@@ -118,7 +119,7 @@ def read_tally(spark: SparkSession, tally_dir: str) -> DataFrame:
         return spark.createDataFrame([], TALLY_SCHEMA)
     parts = spark.read.schema(TALLY_SCHEMA).parquet(tally_dir)
     return parts.groupBy("node", "topic", "ev", "detail").agg(
-        F.sum("n").alias("n"), F.sum("dups").alias("dups")
+        F.sum("n").alias("n"), F.sum("dups").alias("dups"), F.max("last_ts").alias("last_ts")
     )
 
 

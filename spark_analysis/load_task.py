@@ -35,7 +35,8 @@ NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _ESCAPED = {*map(chr, range(1, 32)), *"\"#%'*/:=?\\\x7f{[]^"}
 
 FILE_SCHEMA = pa.schema([f for f in ARROW_SCHEMA if f.name != "ev"])
-# Every record counted per (node, topic, ev, detail), with those whose ``dup`` is true:
+# Every record counted per (node, topic, ev, detail), with those whose ``dup`` is true
+# and the latest ``ts``:
 # cost.record_tally's table, summed here in each task as the records are written, so
 # that no later step reads the hop records (nine tenths of a trace) again for counts.
 TALLY_DIR = "tally"
@@ -44,6 +45,7 @@ TALLY_SCHEMA = pa.schema(
         *(pa.field(name, pa.string()) for name in ("node", "topic", "ev", "detail")),
         pa.field("n", pa.int64()),
         pa.field("dups", pa.int64()),
+        pa.field("last_ts", pa.float64()),
     ]
 )
 # A repair's kind and a drop's reason are the detail its count is kept by.
@@ -75,15 +77,20 @@ def tally_of(ev: str | None, rows: pa.Table) -> pa.Table:
             "topic": rows.column("topic"),
             "detail": rows.column(field) if field else pa.nulls(n, pa.string()),
             "dup": rows.column("dup"),
+            "ts": rows.column("ts"),
         }
     )
     counted = keyed.group_by(["node", "topic", "detail"]).aggregate(
-        [([], "count_all"), ("dup", "sum")]
+        [([], "count_all"), ("dup", "sum"), ("ts", "max")]
     )
-    return _tally_table(counted, ev, counted.column("count_all"), counted.column("dup_sum"))
+    return _tally_table(
+        counted, ev, counted.column("count_all"), counted.column("dup_sum"), counted["ts_max"]
+    )
 
 
-def _tally_table(counted: pa.Table, ev: str | None, n: pa.Array, dups: pa.Array) -> pa.Table:
+def _tally_table(
+    counted: pa.Table, ev: str | None, n: pa.Array, dups: pa.Array, last_ts: pa.Array
+) -> pa.Table:
     rows = counted.num_rows
     return pa.table(
         [
@@ -93,6 +100,7 @@ def _tally_table(counted: pa.Table, ev: str | None, n: pa.Array, dups: pa.Array)
             counted.column("detail"),
             pc.cast(n, pa.int64()),
             pc.cast(pc.fill_null(dups, 0), pa.int64()),
+            last_ts,
         ],
         schema=TALLY_SCHEMA,
     )
@@ -105,9 +113,11 @@ def merged_tally(parts: list[pa.Table]) -> pa.Table:
     summed = (
         pa.concat_tables(parts)
         .group_by(["node", "topic", "ev", "detail"])
-        .aggregate([("n", "sum"), ("dups", "sum")])
+        .aggregate([("n", "sum"), ("dups", "sum"), ("last_ts", "max")])
     )
-    return _tally_table(summed, None, summed.column("n_sum"), summed.column("dups_sum"))
+    return _tally_table(
+        summed, None, summed["n_sum"], summed["dups_sum"], summed["last_ts_max"]
+    )
 
 
 class _EvWriters:

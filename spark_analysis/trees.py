@@ -24,6 +24,16 @@ def last_event_per_topic(records: DataFrame) -> DataFrame:
     )
 
 
+def last_event_from_tally(tally: DataFrame) -> DataFrame:
+    """:func:`last_event_per_topic` from a record tally (``cost.record_tally``), which
+    keeps each group's latest ``ts``: no record is read again."""
+    return (
+        tally.filter(F.col("ev").isin(Ev.PUBLISH, Ev.DELIVER) & F.col("topic").isNotNull())
+        .groupBy("topic")
+        .agg(F.max("last_ts").alias("last_event_ts"))
+    )
+
+
 def tree_records_in_use(
     records: DataFrame, ev: str, last_event: DataFrame | None = None
 ) -> DataFrame:
@@ -48,17 +58,20 @@ def tree_records_in_use(
     )
 
 
-def tree_members(records: DataFrame) -> DataFrame:
+def tree_members(records: DataFrame, last_event: DataFrame | None = None) -> DataFrame:
     """(topic, node, parent, role) of every node in a topic tree when the topic last
     carried an event (see :func:`tree_records_in_use`).
 
     Each node's latest ``tree`` record gives its parent; a node whose latest ``tree``
     record is followed by a later ``tree_leave`` is not in the tree. "Later" is the
     node's record order (ts, then position in its trace), so a leave and a rejoin in
-    the same simulated instant resolve the way they were written.
+    the same simulated instant resolve the way they were written. ``last_event`` is
+    :func:`last_event_per_topic` of the records, computed here when not given.
     """
+    if last_event is None:
+        last_event = last_event_per_topic(records)
     # Tiny (one row per topic) and used twice: computed once, kept on the driver side.
-    last_event = last_event_per_topic(records).localCheckpoint()
+    last_event = last_event.localCheckpoint()
     trees = tree_records_in_use(records, Ev.TREE, last_event)
     latest = trees.groupBy("topic", "node").agg(
         F.max_by(F.struct("parent", "role"), order_key()).alias("s"),

@@ -6,8 +6,15 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from spark_analysis.cost import record_tally
 from spark_analysis.stats import rows_by_scope
-from spark_analysis.trees import depth_histogram, tree_depths, tree_members
+from spark_analysis.trees import (
+    depth_histogram,
+    last_event_from_tally,
+    last_event_per_topic,
+    tree_depths,
+    tree_members,
+)
 from tests.spark.helpers import assert_df_equal, records_df, schema
 
 pytestmark = pytest.mark.spark
@@ -75,10 +82,13 @@ def test_tree_records_after_the_topics_last_event_are_left_out(spark: SparkSessi
             {"ts": 9.0, "node": "b", "ev": "tree_leave", "topic": "u"},
         ],
     )
-    assert_df_equal(
-        tree_members(records).select("topic", "node", "parent"),
-        [("t", "r", None), ("t", "a", "r"), ("t", "b", "a"), ("u", "c", "b")],
-    )
+    want = [("t", "r", None), ("t", "a", "r"), ("t", "b", "a"), ("u", "c", "b")]
+    assert_df_equal(tree_members(records).select("topic", "node", "parent"), want)
+    # the same from the record tally that loading writes (each group's latest ts)
+    last_event = last_event_from_tally(record_tally(records))
+    assert_df_equal(last_event, last_event_per_topic(records))
+    assert_df_equal(last_event, [("t", 2.5)])
+    assert_df_equal(tree_members(records, last_event).select("topic", "node", "parent"), want)
 
 
 def test_depths_with_cycle_dangling_parent_and_two_topics(spark: SparkSession) -> None:
