@@ -120,6 +120,9 @@ def run_one(n: int, master: str, work: Path, seed: int) -> Result:
         ),
     )
     gen = time.monotonic() - started
+    # The generator leaves its gigabytes as dirty pages; their write-back (disk and
+    # kernel CPU) is not the analysis' cost, which starts on traces already on disk.
+    os.sync()
     size = sum(p.stat().st_size for p in info.files)
     print(
         f"  generated {info.records:,} records ({size / 1e6:.0f} MB, "
