@@ -98,10 +98,9 @@ class _Steps:
     are unpersisted once all are done.
     """
 
-    def __init__(
-        self, records: DataFrame, tally: DataFrame, out: Path, step: Callable[[str], None]
-    ) -> None:
-        self.records, self.tally, self.out, self.step = records, tally, out, step
+    def __init__(self, loaded: LoadResult, out: Path, step: Callable[[str], None]) -> None:
+        self.loaded, self.out, self.step = loaded, out, step
+        self.records, self.tally = loaded.records, loaded.record_tally
         self.pubs: Future[DataFrame] = Future()
         self.outcomes: Future[DataFrame] = Future()
         self.persisted: list[DataFrame] = []
@@ -164,7 +163,8 @@ class _Steps:
 
         self.step(STEPS[6])
         v["counts"] = rows_by_scope(gossip.record_counts(self.records, tally))
-        reach = gossip.event_reach(self.records, self.pubs.result(), stress_df.select("node"))
+        pubs, nodes = self.pubs.result(), stress_df.select("node")
+        reach = gossip.event_reach(self.records, pubs, nodes, self.loaded.reached)
         v["coverage"] = rows_by_scope(gossip.coverage_stats(reach))
 
     def _chain(self, chain: Callable[[], None]) -> None:
@@ -207,7 +207,7 @@ def run_analysis(
 
     step(STEPS[0])
     loaded: LoadResult = load_traces(spark, traces, out, run)
-    v = _Steps(loaded.records, loaded.record_tally, out, step).run()
+    v = _Steps(loaded, out, step).run()
 
     collected = Collected(
         records=loaded.record_count,

@@ -22,7 +22,12 @@ def node_ids(nodes: DataFrame) -> DataFrame:
     return distinct.select("node", (F.row_number().over(Window.orderBy("node")) - 1).alias("nid"))
 
 
-def event_reach(records: DataFrame, pubs: DataFrame, nodes: DataFrame | None = None) -> DataFrame:
+def event_reach(
+    records: DataFrame,
+    pubs: DataFrame,
+    nodes: DataFrame | None = None,
+    touched: DataFrame | None = None,
+) -> DataFrame:
     """(topic, msg_id, reached): nodes that received or delivered each published event.
 
     Counted as bit sets, not as distinct (msg_id, node) pairs: each node gets a number
@@ -30,10 +35,13 @@ def event_reach(records: DataFrame, pubs: DataFrame, nodes: DataFrame | None = N
     default: those of the ``recv`` and ``deliver`` records), each (msg_id, 64-node word)
     ORs its nodes' bits and the reach is the sum of the words' bit counts. The pairs
     are millions; the words, aggregated before the shuffle, are a few per event.
+    ``touched`` is the (msg_id, node) pairs of those records, repeats allowed (loading
+    writes them, fewer than the records), taken from ``records`` when not given.
     """
-    touched = records.filter(
-        F.col("ev").isin(Ev.RECV, Ev.DELIVER) & F.col("msg_id").isNotNull()
-    ).select("msg_id", "node")
+    if touched is None:
+        touched = records.filter(
+            F.col("ev").isin(Ev.RECV, Ev.DELIVER) & F.col("msg_id").isNotNull()
+        ).select("msg_id", "node")
     ids = node_ids(touched if nodes is None else nodes)
     words = (
         touched.join(F.broadcast(ids), "node")

@@ -4,7 +4,8 @@ The driver plans which bytes of which files each task reads (:mod:`chunks`); Spa
 the tasks, each parsing its lines with Arrow and writing Parquet (:mod:`load_task`);
 Spark then reads the records back from that Parquet for the analysis. Each task also
 counts the records it writes per (node, topic, ev, detail) into ``DIR/tally``, which
-the per-node and per-topic counts sum instead of reading every record again.
+the per-node and per-topic counts sum instead of reading every record again, and
+writes which nodes each event reached into ``DIR/reach``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spark_analysis.chunks import TRACE_GLOB, list_trace_files, plan_tasks
-from spark_analysis.load_task import TALLY_DIR, TaskResult, run_task
+from spark_analysis.load_task import REACH_DIR, TALLY_DIR, TaskResult, run_task
 from spark_analysis.parse import Tally
 from spark_analysis.schema import NORMALIZED_SCHEMA
 
@@ -29,6 +30,7 @@ __all__ = [
     "LoadResult",
     "load_traces",
     "of_type",
+    "read_reached",
     "read_records",
     "read_tally",
 ]
@@ -51,6 +53,8 @@ class LoadResult:
     records: DataFrame
     # cost.record_tally of the records: (node, topic, ev, detail, n, dups, last_ts)
     record_tally: DataFrame
+    # (msg_id, node) of the recv and deliver records, distinct within each task
+    reached: DataFrame
     lines: int
     bad_lines: int
     record_count: int
@@ -67,15 +71,15 @@ def load_traces(
     read only the ``ev`` partitions they need.
     """
     target = Path(out_dir) / "records"
-    tally_target = Path(out_dir) / TALLY_DIR
-    for folder in (target, tally_target):
+    tally_target, reach_target = Path(out_dir) / TALLY_DIR, Path(out_dir) / REACH_DIR
+    for folder in (target, tally_target, reach_target):
         shutil.rmtree(folder, ignore_errors=True)
     target.mkdir(parents=True)
     tasks = plan_tasks(list_trace_files(path), spark.sparkContext.defaultParallelism)
     results: list[TaskResult] = []
     if tasks:
         work = spark.sparkContext.parallelize(list(enumerate(tasks)), len(tasks))
-        task = partial(run_task, target=str(target), run=run, tally_target=str(tally_target))
+        task = partial(run_task, target=str(target), run=run, side_target=str(out_dir))
         results = work.map(task).collect()
     tally = Tally()
     for result in results:
@@ -88,6 +92,7 @@ def load_traces(
     return LoadResult(
         records=read_records(spark, str(target)),
         record_tally=read_tally(spark, str(tally_target)),
+        reached=read_reached(spark, str(reach_target)),
         lines=tally.lines,
         bad_lines=sum(by_reason.values()),
         record_count=sum(r.records for r in results),
@@ -121,6 +126,19 @@ def read_tally(spark: SparkSession, tally_dir: str) -> DataFrame:
     return parts.groupBy("node", "topic", "ev", "detail").agg(
         F.sum("n").alias("n"), F.sum("dups").alias("dups"), F.max("last_ts").alias("last_ts")
     )
+
+
+REACH_SCHEMA = T.StructType(
+    [T.StructField("msg_id", T.StringType()), T.StructField("node", T.StringType())]
+)
+
+
+def read_reached(spark: SparkSession, reach_dir: str) -> DataFrame:
+    """The tasks' (msg_id, node) pairs of recv and deliver records (a pair may repeat
+    across tasks; :func:`gossip.event_reach` counts distinct nodes)."""
+    if not any(Path(reach_dir).glob("*.parquet")):
+        return spark.createDataFrame([], REACH_SCHEMA)
+    return spark.read.schema(REACH_SCHEMA).parquet(reach_dir)
 
 
 def of_type(records: DataFrame, ev: str) -> DataFrame:

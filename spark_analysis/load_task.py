@@ -48,6 +48,11 @@ TALLY_SCHEMA = pa.schema(
         pa.field("last_ts", pa.float64()),
     ]
 )
+# The distinct (msg_id, node) of the recv and deliver records: which nodes each event
+# reached (gossip coverage), a third of those records' rows and two of their columns.
+REACH_DIR = "reach"
+REACH_EVS = (Ev.RECV, Ev.DELIVER)
+REACH_SCHEMA = pa.schema([pa.field("msg_id", pa.string()), pa.field("node", pa.string())])
 # A repair's kind and a drop's reason are the detail its count is kept by.
 DETAIL_FIELD = {Ev.REPAIR: "kind", Ev.DROP: "reason"}
 
@@ -106,6 +111,13 @@ def _tally_table(
     )
 
 
+def reach_of(rows: pa.Table) -> pa.Table:
+    """The distinct (msg_id, node) of ``rows`` with a msg_id."""
+    pairs = rows.select(REACH_SCHEMA.names)
+    pairs = pairs.filter(pc.is_valid(pairs.column("msg_id")))
+    return pairs.group_by(REACH_SCHEMA.names).aggregate([]).cast(REACH_SCHEMA)
+
+
 def merged_tally(parts: list[pa.Table]) -> pa.Table:
     """Partial tallies summed per (node, topic, ev, detail)."""
     if not parts:
@@ -128,12 +140,13 @@ class _EvWriters:
     task's pieces only, so a retried task replaces its earlier attempt's files.
     """
 
-    def __init__(self, target: str, task: int, tally_target: str | None = None) -> None:
+    def __init__(self, target: str, task: int, side_target: str | None = None) -> None:
         self.target = target
-        self.tally_target = tally_target
+        self.side_target = side_target
         self.name = f"part-{task:05d}.parquet"
         self.open: dict[str, tuple[pq.ParquetWriter, str, str]] = {}
         self.tallies: list[pa.Table] = []
+        self.reached: list[pa.Table] = []
 
     def write(self, tables: list[pa.Table]) -> None:
         """Write ``tables`` (parsed records) into the files of their ``ev``.
@@ -157,6 +170,8 @@ class _EvWriters:
             part = pa.concat_tables(parts)
             self._writer(value).write_table(part)
             self.tallies.append(tally_of(value, part))
+            if value in REACH_EVS:
+                self.reached.append(reach_of(part))
 
     def _writer(self, ev: str | None) -> pq.ParquetWriter:
         d = partition_dir(ev)
@@ -179,11 +194,17 @@ class _EvWriters:
         for writer, temp, final in self.open.values():
             writer.close()
             os.replace(temp, final)
-        if self.tally_target is not None:
-            os.makedirs(self.tally_target, exist_ok=True)
-            final = os.path.join(self.tally_target, self.name)
-            pq.write_table(merged_tally(self.tallies), _temp_name(final))
-            os.replace(_temp_name(final), final)
+        if self.side_target is not None:
+            reached = pa.concat_tables([REACH_SCHEMA.empty_table(), *self.reached])
+            reached = reached.group_by(REACH_SCHEMA.names).aggregate([]).cast(REACH_SCHEMA)
+            for folder, table in (
+                (TALLY_DIR, merged_tally(self.tallies)),
+                (REACH_DIR, reached),
+            ):
+                final = os.path.join(self.side_target, folder, self.name)
+                os.makedirs(os.path.dirname(final), exist_ok=True)
+                pq.write_table(table, _temp_name(final))
+                os.replace(_temp_name(final), final)
 
 
 def _temp_name(final: str) -> str:
@@ -192,13 +213,13 @@ def _temp_name(final: str) -> str:
 
 
 def run_task(
-    item: tuple[int, list[Piece]], target: str, run: str | None, tally_target: str | None = None
+    item: tuple[int, list[Piece]], target: str, run: str | None, side_target: str | None = None
 ) -> TaskResult:
     """Parse the task's pieces and write their good records (of ``run`` only, if set),
-    and their tally into ``tally_target`` when given."""
+    and, when ``side_target`` is given, their tally and reach under it."""
     task, pieces = item
     result = TaskResult()
-    writers = _EvWriters(target, task, tally_target)
+    writers = _EvWriters(target, task, side_target)
     pending: list[pa.Table] = []
     pending_bytes = 0
 

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_analysis import cost, parse
+from spark_analysis import cost, expected, gossip, parse
 from spark_analysis.chunks import Piece, plan_tasks, rank_of, read_piece
 from spark_analysis.lines import parse_line
 from spark_analysis.load import BAD_REASONS, load_traces
@@ -322,10 +322,11 @@ def test_load_counts_writes_parquet_and_filters_run(
 
 
 @pytest.mark.parametrize("run", [None, "synthetic"])
-def test_tasks_tally_what_the_records_count(
+def test_tasks_tally_and_reach_what_the_records_give(
     spark: SparkSession, tmp_path: Path, run: str | None
 ) -> None:
-    """The tasks' tally, summed, is cost.record_tally of the records they wrote."""
+    """The tasks' tally, summed, is cost.record_tally of the records they wrote; their
+    (msg_id, node) pairs give each event's reach as the records do."""
     info = generate(tmp_path / "traces", Spec(seed=11, events=120, rotate_bytes=20_000))
     loaded = load_traces(spark, str(info.out_dir), tmp_path / "out", run=run)
     assert_df_equal(loaded.record_tally, cost.record_tally(loaded.records))
@@ -335,3 +336,8 @@ def test_tasks_tally_what_the_records_count(
     assert {r["ev"] for r in rows if r["detail"] is not None} == {"repair", "drop"}
     assert sum(r["dups"] for r in rows) > 0
     assert len(list((tmp_path / "out" / "tally").glob("*.parquet"))) > 1
+    # and the nodes each event reached, from the tasks' pairs as from the records
+    pubs = expected.publishes(loaded.records)
+    from_records = gossip.event_reach(loaded.records, pubs)
+    assert_df_equal(gossip.event_reach(loaded.records, pubs, touched=loaded.reached), from_records)
+    assert from_records.filter("reached > 1").count() > 0
