@@ -35,10 +35,10 @@ NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _ESCAPED = {*map(chr, range(1, 32)), *"\"#%'*/:=?\\\x7f{[]^"}
 
 FILE_SCHEMA = pa.schema([f for f in ARROW_SCHEMA if f.name != "ev"])
-# Every record counted per (node, topic, ev, detail), with those whose ``dup`` is true
-# and the latest ``ts``:
-# cost.record_tally's table, summed here in each task as the records are written, so
-# that no later step reads the hop records (nine tenths of a trace) again for counts.
+# cost.record_tally's table: every record counted per (node, topic, ev, detail), with
+# those whose ``dup`` is true and the latest ``ts``. Each task sums its part as it
+# writes the records, so that no later step reads the hop records (nine tenths of a
+# trace) again for counts.
 TALLY_DIR = "tally"
 TALLY_SCHEMA = pa.schema(
     [
@@ -134,7 +134,7 @@ def merged_tally(parts: list[pa.Table]) -> pa.Table:
 
 class _EvWriters:
     """One Parquet file per ``ev`` for the task, written under a hidden name first,
-    and the task's tally.
+    and the task's tally and reach (one file each).
 
     A file appears under its final name only once complete, and the names depend on the
     task's pieces only, so a retried task replaces its earlier attempt's files.
