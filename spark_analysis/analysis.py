@@ -94,17 +94,19 @@ class _Steps:
     jobs), so four chains share the executor: trees; expected receivers, then the
     deliveries against them; cost, then gossip (which needs the published events);
     latency (which needs the deliveries). What one chain needs from another comes
-    through a Future. Each fills in its own fields; ``persisted``
-    are unpersisted once all are done.
+    through a Future. Each fills in its own fields; ``persisted`` are unpersisted once
+    all are done.
     """
 
     def __init__(self, loaded: LoadResult, out: Path, step: Callable[[str], None]) -> None:
         self.loaded, self.out, self.step = loaded, out, step
-        self.records, self.tally = loaded.records, loaded.record_tally
         self.pubs: Future[DataFrame] = Future()
         self.outcomes: Future[DataFrame] = Future()
         self.persisted: list[DataFrame] = []
         self.values: dict[str, Any] = {}
+        self.records = loaded.records
+        # Summed from the tasks' parts once, for the trees' and the cost chain's use.
+        self.tally = self.keep(loaded.record_tally)
 
     def keep(self, df: DataFrame) -> DataFrame:
         self.persisted.append(df.persist(StorageLevel.MEMORY_AND_DISK))
@@ -152,7 +154,7 @@ class _Steps:
 
     def cost_and_gossip(self) -> None:
         self.step(STEPS[5])
-        tally = self.keep(self.tally)
+        tally = self.tally
         stress_df = self.keep(cost.node_stress(self.records, tally))
         _write_table(stress_df, self.out, "node_stress")
         v = self.values

@@ -22,7 +22,7 @@ from pyspark.sql import types as T
 from spark_analysis.chunks import TRACE_GLOB, list_trace_files, plan_tasks
 from spark_analysis.load_task import REACH_DIR, TALLY_DIR, TaskResult, run_task
 from spark_analysis.parse import Tally
-from spark_analysis.schema import NORMALIZED_SCHEMA
+from spark_analysis.schema import NORMALIZED_SCHEMA, REACH_SCHEMA, TALLY_SCHEMA
 
 __all__ = [
     "BAD_REASONS",
@@ -103,42 +103,29 @@ def load_traces(
 
 def read_records(spark: SparkSession, parquet_dir: str) -> DataFrame:
     """The normalized records written by :func:`load_traces` (ev comes back last)."""
-    if not any(Path(parquet_dir).glob("ev=*")):
-        return spark.createDataFrame([], NORMALIZED_SCHEMA)
-    return spark.read.schema(NORMALIZED_SCHEMA).parquet(parquet_dir)
-
-
-TALLY_SCHEMA = T.StructType(
-    [
-        *(T.StructField(name, T.StringType()) for name in ("node", "topic", "ev", "detail")),
-        T.StructField("n", T.LongType()),
-        T.StructField("dups", T.LongType()),
-        T.StructField("last_ts", T.DoubleType()),
-    ]
-)
+    return _parts(spark, parquet_dir, "ev=*", NORMALIZED_SCHEMA)
 
 
 def read_tally(spark: SparkSession, tally_dir: str) -> DataFrame:
     """The tasks' tallies summed: one row per (node, topic, ev, detail)."""
-    if not any(Path(tally_dir).glob("*.parquet")):
-        return spark.createDataFrame([], TALLY_SCHEMA)
-    parts = spark.read.schema(TALLY_SCHEMA).parquet(tally_dir)
+    parts = _parts(spark, tally_dir, "*.parquet", TALLY_SCHEMA)
     return parts.groupBy("node", "topic", "ev", "detail").agg(
         F.sum("n").alias("n"), F.sum("dups").alias("dups"), F.max("last_ts").alias("last_ts")
     )
 
 
-REACH_SCHEMA = T.StructType(
-    [T.StructField("msg_id", T.StringType()), T.StructField("node", T.StringType())]
-)
-
-
 def read_reached(spark: SparkSession, reach_dir: str) -> DataFrame:
     """The tasks' (msg_id, node) pairs of recv and deliver records (a pair may repeat
     across tasks; :func:`gossip.event_reach` counts distinct nodes)."""
-    if not any(Path(reach_dir).glob("*.parquet")):
-        return spark.createDataFrame([], REACH_SCHEMA)
-    return spark.read.schema(REACH_SCHEMA).parquet(reach_dir)
+    return _parts(spark, reach_dir, "*.parquet", REACH_SCHEMA)
+
+
+def _parts(spark: SparkSession, folder: str, pattern: str, schema: T.StructType) -> DataFrame:
+    """The Parquet under ``folder`` read with ``schema``, or no rows when nothing there
+    matches ``pattern`` (Spark refuses to read a folder without files)."""
+    if not any(Path(folder).glob(pattern)):
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(folder)
 
 
 def of_type(records: DataFrame, ev: str) -> DataFrame:

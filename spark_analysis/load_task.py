@@ -17,7 +17,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyspark.sql.pandas.types import to_arrow_schema
 
+from spark_analysis import schema
 from spark_analysis.chunks import Piece, read_piece
 from spark_analysis.lines import ARROW_SCHEMA
 from spark_analysis.parse import Tally, parse_block
@@ -40,19 +42,12 @@ FILE_SCHEMA = pa.schema([f for f in ARROW_SCHEMA if f.name != "ev"])
 # writes the records, so that no later step reads the hop records (nine tenths of a
 # trace) again for counts.
 TALLY_DIR = "tally"
-TALLY_SCHEMA = pa.schema(
-    [
-        *(pa.field(name, pa.string()) for name in ("node", "topic", "ev", "detail")),
-        pa.field("n", pa.int64()),
-        pa.field("dups", pa.int64()),
-        pa.field("last_ts", pa.float64()),
-    ]
-)
+TALLY_SCHEMA: pa.Schema = to_arrow_schema(schema.TALLY_SCHEMA)
 # The distinct (msg_id, node) of the recv and deliver records: which nodes each event
 # reached (gossip coverage), a third of those records' rows and two of their columns.
 REACH_DIR = "reach"
 REACH_EVS = (Ev.RECV, Ev.DELIVER)
-REACH_SCHEMA = pa.schema([pa.field("msg_id", pa.string()), pa.field("node", pa.string())])
+REACH_SCHEMA: pa.Schema = to_arrow_schema(schema.REACH_SCHEMA)
 # A repair's kind and a drop's reason are the detail its count is kept by.
 DETAIL_FIELD = {Ev.REPAIR: "kind", Ev.DROP: "reason"}
 

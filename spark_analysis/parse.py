@@ -253,15 +253,17 @@ def _by_type(
     return parts
 
 
-def _fast(data: bytes, n: int) -> list[tuple[pa.Table, np.ndarray | None]] | None:
-    """The block parsed by Arrow as tables with their line numbers (None: all lines in
-    order), or None when it holds anything but good records."""
-    breaks = _line_breaks(data)
+def _fast(
+    data: bytes, n: int, breaks: np.ndarray
+) -> list[tuple[pa.Table, np.ndarray | None]] | None:
+    """The block of ``n`` lines (``breaks``: its line breaks) parsed by Arrow as tables
+    with their line numbers (None: all lines in order), or None when it holds anything
+    but good records."""
     if not _plain_objects(data, breaks):
         return None
     parts = _by_type(data, n, breaks)
     if parts is not None:
-        return list(parts) or None
+        return parts or None  # [] : a bad line among the others
     table = _whole(data, n)
     return None if table is None else [(table, None)]
 
@@ -296,10 +298,11 @@ def parse_block(
 
     Adds every line to ``tally`` and every bad one to its reason.
     """
-    n = line_count(data)
+    breaks = _line_breaks(data)  # found once: the count, the checks and the lines
+    n = len(breaks) + (1 if data and not data.endswith(b"\n") else 0)
     if n == 0:
         return []
-    parts = _fast(data, n)
+    parts = _fast(data, n, breaks)
     if parts is not None:
         tally.lines += n
         return [

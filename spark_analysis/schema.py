@@ -69,6 +69,20 @@ NORMALIZED_SCHEMA = T.StructType(
     [T.StructField(name, dtype, nullable=True) for name, dtype in FIELDS + SOURCE_FIELDS]
 )
 
+# What the loading tasks count as they write the records (``load_task``), read back by
+# ``load``: cost.record_tally's rows, and the (msg_id, node) of recv and deliver records.
+TALLY_SCHEMA = T.StructType(
+    [
+        *(T.StructField(name, T.StringType()) for name in ("node", "topic", "ev", "detail")),
+        T.StructField("n", T.LongType()),
+        T.StructField("dups", T.LongType()),
+        T.StructField("last_ts", T.DoubleType()),
+    ]
+)
+REACH_SCHEMA = T.StructType(
+    [T.StructField("msg_id", T.StringType()), T.StructField("node", T.StringType())]
+)
+
 # Rank of the live (not yet rotated) file: newer than every rotated one.
 LIVE_RANK = 2**31 - 1
 

@@ -201,7 +201,7 @@ def test_constant_names_in_text_are_not_values() -> None:
     line = _compact({**GOOD[0], "attrs": texts, "reason": "Inf"})
     lines = [line, *FILLER[:3]]
     data = "".join(x + "\n" for x in lines).encode()
-    assert parse._fast(data, len(lines)) is not None
+    assert parse._fast(data, len(lines), parse._line_breaks(data)) is not None
     records, tally = _parse(lines)
     assert tally.bad == {} and json.loads(records[0]["attrs"]) == texts
     # After a comma in a text, the search takes it for a value: the block goes line by
@@ -209,7 +209,7 @@ def test_constant_names_in_text_are_not_values() -> None:
     odd = {**texts, "z": "a,Inf"}
     lines[0] = _compact({**GOOD[0], "attrs": odd})
     data = "".join(x + "\n" for x in lines).encode()
-    assert parse._fast(data, len(lines)) is None
+    assert parse._fast(data, len(lines), parse._line_breaks(data)) is None
     records, tally = _parse(lines)
     assert tally.bad == {} and json.loads(records[0]["attrs"]) == odd and len(records) == 4
 
