@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.window import Window
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 TOPIC = "topic"
 # Set on the row that aggregates every topic; its ``topic`` is null. A separate flag,
@@ -43,16 +47,19 @@ def nearest_rank(
 
     The p-th percentile of N values is the value at rank ceil(p*N) in ascending order
     (1-based). Equal values are counted first (a hash aggregation, per topic and
-    overall in one pass); a running sum over the distinct values in order then gives
-    each value its ranks (cum - count, cum], and the per-mille percentiles landing
-    there, in integers: rank ceil(N*p/1000) is in (lo, cum] exactly when
-    floor(1000*lo/N) < p <= floor(1000*cum/N). No row per value is ranked or joined.
-    Output: ``topic``, ``overall``, ``permille``, ``value`` (same type as the input),
-    ``n``. (Grouping takes -0.0 as 0.0; differences of finite times never give -0.0.)
+    overall in one pass). Each scope's distinct values and their counts are then
+    ranked in a Python worker (``applyInArrow``, one group per scope): sorted, their
+    counts summed in order, and each wanted rank found by binary search in those sums.
+    No row per value is ranked or joined. A scope's distinct values are held at once,
+    as a Spark window over them held them before; ranking them there took a sort of
+    rows whose topic prefix rarely decided a comparison (10M records: 7.6 s of CPU
+    against 5.7 s). Output: ``topic``, ``overall``, ``permille``, ``value`` (same type
+    as the input), ``n``. (Grouping takes -0.0 as 0.0; differences of finite times
+    never give -0.0.)
     """
-    wanted = sorted({int(p) for p in permilles})
+    wanted = tuple(sorted({int(p) for p in permilles}))
     values = df.filter(F.col(value).isNotNull())
-    count = F.count(F.lit(1)).alias("c")
+    count = F.count(F.lit(1)).alias(_COUNT)
     if by_topic:
         counted = per_topic_and_overall(values, [count], keys=[value]).filter(
             F.col(OVERALL) | F.col(TOPIC).isNotNull()
@@ -61,34 +68,61 @@ def nearest_rank(
         counted = (
             values.groupBy(value)
             .agg(count)
-            .select(F.lit(None).cast("string").alias(TOPIC), F.lit(True).alias(OVERALL), value, "c")
+            .select(
+                F.lit(None).cast("string").alias(TOPIC), F.lit(True).alias(OVERALL), value, _COUNT
+            )
         )
-    scope = Window.partitionBy(TOPIC, OVERALL)
-    upto = scope.orderBy(value).rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    ranked = counted.select(
-        TOPIC,
-        OVERALL,
-        value,
-        "c",
-        F.sum("c").over(upto).alias("cum"),
-        F.sum("c").over(scope).alias("n"),
+    out = T.StructType(
+        [
+            T.StructField(TOPIC, T.StringType()),
+            T.StructField(OVERALL, T.BooleanType()),
+            T.StructField("permille", T.IntegerType()),
+            T.StructField(value, df.schema[value].dataType),
+            T.StructField("n", T.LongType()),
+        ]
     )
-    # Per-mille 0 has rank 1 too (ranks are at least 1): the first value's range
-    # starts below it.
-    first = F.expr("IF(cum = c, -1L, (1000 * (cum - c)) div n)")
-    covered = ranked.select(
-        TOPIC, OVERALL, value, "n", first.alias("p_lo"), F.expr("(1000 * cum) div n").alias("p_hi")
-    ).filter(F.col("p_hi") > F.col("p_lo"))
-    spread = covered.select(
-        TOPIC,
-        OVERALL,
-        F.explode(F.sequence((F.col("p_lo") + 1).cast("int"), F.col("p_hi").cast("int"))).alias(
-            "permille"
-        ),
-        value,
-        "n",
+    arrow_out = to_arrow_schema(out)
+
+    def rank(key: tuple[pa.Scalar, ...], table: pa.Table) -> pa.Table:
+        # A closure, not functools.partial: pyspark reads the type hints of the function.
+        return _ranked_scope(key, table, value, wanted, arrow_out)
+
+    return (
+        counted.select(TOPIC, OVERALL, value, _COUNT)
+        .groupBy(TOPIC, OVERALL)
+        .applyInArrow(rank, out)
     )
-    return spread.filter(F.col("permille").isin(wanted))
+
+
+_COUNT = "_c"
+
+
+def _ranked_scope(
+    key: tuple[pa.Scalar, ...],
+    table: pa.Table,
+    value: str,
+    wanted: tuple[int, ...],
+    schema: pa.Schema,
+) -> pa.Table:
+    """One scope's (value, count) rows -> its value at each wanted per-mille rank."""
+    order = pc.sort_indices(table.column(value))
+    ordered = table.column(value).take(order)
+    ends = np.cumsum(table.column(_COUNT).take(order).to_numpy())  # last rank of each
+    n = int(ends[-1])
+    ranks = [nearest_rank_rank(n, p) for p in wanted]
+    # The first value whose last rank reaches the wanted rank holds it.
+    at = np.searchsorted(ends, ranks, side="left")
+    k = len(wanted)
+    return pa.table(
+        [
+            pa.repeat(key[0], k).cast(pa.string()),
+            pa.repeat(key[1], k).cast(pa.bool_()),
+            pa.array(wanted, pa.int32()),
+            ordered.take(pa.array(at)),
+            pa.repeat(pa.scalar(n, pa.int64()), k),
+        ],
+        schema=schema,
+    )
 
 
 def rows_by_scope(df: DataFrame) -> dict[str | None, list[dict[str, object]]]:
