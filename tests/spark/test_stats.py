@@ -45,7 +45,8 @@ def test_rank_arithmetic(n: int, permille: int, rank: int) -> None:
 def test_nearest_rank_matches_brute_force(spark: SparkSession) -> None:
     rng = random.Random(7)
     rows = [(rng.choice("abc"), float(rng.randint(0, 50))) for _ in range(357)]
-    rows += [("d", 4.0), ("a", None)]
+    # A value without a topic counts overall only; a null value nowhere.
+    rows += [("d", 4.0), ("a", None), (None, 17.0)]
     df = spark.createDataFrame(rows, VALUES)
     permilles = [0, 1, 100, 500, 900, 990, 999, 1000]
     got = {
@@ -55,7 +56,8 @@ def test_nearest_rank_matches_brute_force(spark: SparkSession) -> None:
     groups: dict[str | None, list[float]] = {None: []}
     for topic, v in rows:
         if v is not None:
-            groups.setdefault(topic, []).append(v)
+            if topic is not None:
+                groups.setdefault(topic, []).append(v)
             groups[None].append(v)
     want = {
         (t, t is None, p): brute_nearest_rank(vs, p) for t, vs in groups.items() for p in permilles
