@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from spark_analysis import cost, delivery, expected, gossip, latency, trees
 from spark_analysis.load import LoadResult, load_traces
 from spark_analysis.stats import rows_by_scope
-from spark_analysis.summary import Collected, build_summary, write_summary
+from spark_analysis.summary import Collected, Rows, build_summary, write_summary
 
 STEPS = (
     "reading traces",
@@ -80,7 +80,28 @@ def _write_table(df: DataFrame, out_dir: Path, name: str) -> None:
     df.coalesce(1).write.mode("overwrite").parquet(str(out_dir / "tables" / name))
 
 
-_COLLECTED = {f.name for f in fields(Collected)}
+@dataclass(slots=True)
+class _Results:
+    """What the metric steps collect; each field is set by one chain. Slots make a
+    misspelt field fail where it is set; :meth:`unset` finds one a step forgot."""
+
+    published: Rows | None = None
+    deliveries: Rows | None = None
+    latency: Rows | None = None
+    depth_hist: Rows | None = None
+    hops_hist: Rows | None = None
+    counts: Rows | None = None
+    reach: Rows | None = None
+    coverage: Rows | None = None
+    lookup_hist: list[dict[str, Any]] | None = None
+    stress: dict[str, Any] | None = None
+    node_stress: list[dict[str, Any]] | None = None
+    bad_filters: int | None = None
+    subscriptions: int | None = None
+    match_errors: int | None = None
+
+    def unset(self) -> list[str]:
+        return [f.name for f in fields(self) if getattr(self, f.name) is None]
 
 
 class _UpstreamFailed(Exception):
@@ -103,7 +124,7 @@ class _Steps:
         self.pubs: Future[DataFrame] = Future()
         self.outcomes: Future[DataFrame] = Future()
         self.persisted: list[DataFrame] = []
-        self.values: dict[str, Any] = {}
+        self.results = _Results()
         self.records = loaded.records
         # Summed from the tasks' parts once, for the trees' and the cost chain's use.
         self.tally = self.keep(loaded.record_tally)
@@ -117,7 +138,7 @@ class _Steps:
         last_event = trees.last_event_from_tally(self.tally)
         depths = self.keep(trees.tree_depths(trees.tree_members(self.records, last_event)))
         _write_table(depths, self.out, "tree_depths")
-        self.values["depth_hist"] = rows_by_scope(trees.depth_histogram(depths))
+        self.results.depth_hist = rows_by_scope(trees.depth_histogram(depths))
 
     def deliveries(self) -> None:
         self.step(STEPS[2])
@@ -131,10 +152,10 @@ class _Steps:
             )
         )
         matched = expected.expected_receivers(pubs, subs).persist(StorageLevel.MEMORY_AND_DISK)
-        v = self.values
-        v["match_errors"] = matched.filter(F.col("match_error").isNotNull()).count()
-        v["bad_filters"] = int(sub_counts.get("bad_filters") or 0)
-        v["subscriptions"] = int(sub_counts.get("subscriptions") or 0)
+        r = self.results
+        r.match_errors = matched.filter(F.col("match_error").isNotNull()).count()
+        r.bad_filters = int(sub_counts.get("bad_filters") or 0)
+        r.subscriptions = int(sub_counts.get("subscriptions") or 0)
         expected_rows = matched.filter(F.col("match_error").isNull())
 
         self.step(STEPS[3])
@@ -142,34 +163,34 @@ class _Steps:
         # Kept without the node and sub (no step reads them after the join): two
         # fewer columns to copy into the cache saved 0.6 s of CPU at 10M records.
         outcomes = self.keep(delivery.delivery_outcomes(expected_rows, keys).drop("node", "sub"))
-        v["deliveries"] = rows_by_scope(delivery.delivery_counts(outcomes))
+        r.deliveries = rows_by_scope(delivery.delivery_counts(outcomes))
         self.outcomes.set_result(outcomes)
         matched.unpersist()
-        v["reach"] = rows_by_scope(delivery.reach_shares(delivery.per_event(outcomes)))
-        v["hops_hist"] = rows_by_scope(delivery.hop_histogram(outcomes))
-        v["published"] = rows_by_scope(delivery.published_counts(pubs))
+        r.reach = rows_by_scope(delivery.reach_shares(delivery.per_event(outcomes)))
+        r.hops_hist = rows_by_scope(delivery.hop_histogram(outcomes))
+        r.published = rows_by_scope(delivery.published_counts(pubs))
 
     def latency(self) -> None:
         outcomes = self.outcomes.result()
         self.step(STEPS[4])
-        self.values["latency"] = rows_by_scope(latency.latency_percentiles(outcomes))
+        self.results.latency = rows_by_scope(latency.latency_percentiles(outcomes))
 
     def cost_and_gossip(self) -> None:
         self.step(STEPS[5])
         tally = self.tally
         stress_df = self.keep(cost.node_stress(self.records, tally))
         _write_table(stress_df, self.out, "node_stress")
-        v = self.values
-        v["stress"] = _first_row(cost.stress_stats(stress_df))
+        r = self.results
+        r.stress = _first_row(cost.stress_stats(stress_df))
         looks = cost.lookup_histogram(cost.lookups(self.records)).collect()
-        v["lookup_hist"] = [r.asDict() for r in looks]
-        v["node_stress"] = [r.asDict() for r in stress_df.select("forwards", "children").collect()]
+        r.lookup_hist = [row.asDict() for row in looks]
+        r.node_stress = [row.asDict() for row in stress_df.select("forwards", "children").collect()]
 
         self.step(STEPS[6])
-        v["counts"] = rows_by_scope(gossip.record_counts(self.records, tally))
+        r.counts = rows_by_scope(gossip.record_counts(self.records, tally))
         pubs, nodes = self.pubs.result(), stress_df.select("node")
         reach = gossip.event_reach(self.records, pubs, nodes, self.loaded.reached)
-        v["coverage"] = rows_by_scope(gossip.coverage_stats(reach))
+        r.coverage = rows_by_scope(gossip.coverage_stats(reach))
 
     def _chain(self, chain: Callable[[], None]) -> None:
         try:
@@ -181,7 +202,7 @@ class _Steps:
                     future.set_exception(_UpstreamFailed())
             raise
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> _Results:
         chains = (self.deliveries, self.cost_and_gossip, self.trees, self.latency)
         try:
             with ThreadPoolExecutor(len(chains), thread_name_prefix="analysis") as pool:
@@ -192,7 +213,9 @@ class _Steps:
         finally:
             for df in self.persisted:
                 df.unpersist()
-        return self.values
+        if unset := self.results.unset():
+            raise RuntimeError(f"the analysis steps left {', '.join(unset)} unset")
+        return self.results
 
 
 def run_analysis(
@@ -211,7 +234,7 @@ def run_analysis(
 
     step(STEPS[0])
     loaded: LoadResult = load_traces(spark, traces, out, run)
-    v = _Steps(loaded, out, step).run()
+    r = _Steps(loaded, out, step).run()
 
     collected = Collected(
         records=loaded.record_count,
@@ -220,7 +243,20 @@ def run_analysis(
         run=run,
         bad_samples=loaded.bad_samples,
         bad_by_reason=loaded.bad_by_reason,
-        **{name: value for name, value in v.items() if name in _COLLECTED},
+        # run() has checked that none of these is None.
+        published=r.published,
+        deliveries=r.deliveries,
+        latency=r.latency,
+        depth_hist=r.depth_hist,
+        hops_hist=r.hops_hist,
+        counts=r.counts,
+        reach=r.reach,
+        coverage=r.coverage,
+        lookup_hist=r.lookup_hist,
+        stress=r.stress,
+        bad_filters=r.bad_filters,
+        subscriptions=r.subscriptions,
+        match_errors=r.match_errors,
     )
     summary = build_summary(collected)
     summary_path = out / "summary.json"
@@ -229,10 +265,10 @@ def run_analysis(
     series: dict[str, Any] = {
         "latency_cdf": {
             scope: sorted((r["permille"], r["latency_ms"]) for r in rows)
-            for scope, rows in v["latency"].items()
+            for scope, rows in (r.latency or {}).items()
         },
-        "node_stress": v["node_stress"],
-        "lookup_hops": v["lookup_hist"],
+        "node_stress": r.node_stress,
+        "lookup_hops": r.lookup_hist,
     }
 
     report_path = None

@@ -37,3 +37,20 @@ def test_a_failed_step_is_raised_and_its_dependents_do_not_wait(
     assert steps[0] == analysis.STEPS[0] and analysis.STEPS[4] not in steps
     # what the other chains persisted is released all the same
     assert spark._jsparkSession.sharedState().cacheManager().isEmpty()
+
+
+@pytest.mark.timeout(120)
+def test_a_result_no_step_set_is_an_error_not_a_blank_in_the_summary(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    info = generate(tmp_path / "traces", Spec(seed=3, events=10, nodes=6, malformed=0))
+
+    def forgetful_latency(self: analysis._Steps) -> None:
+        self.outcomes.result()  # waits as the real step does, then sets nothing
+
+    monkeypatch.setattr(analysis._Steps, "latency", forgetful_latency)
+    with pytest.raises(RuntimeError, match="left latency unset"):
+        analysis.run_analysis(spark, str(info.out_dir), tmp_path / "out", report=False)
+    assert not (tmp_path / "out" / "summary.json").exists()
+    with pytest.raises(AttributeError):
+        analysis._Results().latencies = {}  # type: ignore[attr-defined]
