@@ -31,7 +31,7 @@ from typing import Any
 import trio
 
 from overlay.core.errors import FrameError
-from overlay.core.framing import FrameDecoder, decode_map, encode_frame
+from overlay.core.framing import FrameDecoder, MapDecoder, encode_frame
 
 API_VERSION = 1
 AttrValue = str | int | float | bool
@@ -267,6 +267,7 @@ class AsyncClient:
 
     async def _read_loop(self) -> None:
         decoder = FrameDecoder(1 << 24)
+        decode = MapDecoder()  # one CBOR decoder for the connection, not one per frame
         try:
             while True:
                 data = await self._stream.receive_some(1 << 16)
@@ -274,7 +275,7 @@ class AsyncClient:
                     raise ConnectionLost("the daemon closed the connection")
                 decoder.feed(data)
                 for body in decoder.bodies():
-                    await self._dispatch(decode_map(body))
+                    await self._dispatch(decode(body))
         except ClientError as exc:
             self._closed = exc
         except FrameError as exc:
@@ -331,6 +332,7 @@ class BlockingClient:
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._decoder = FrameDecoder(1 << 24)
+        self._decode = MapDecoder()
         self._rids = itertools.count(1)
         self._events: list[dict[str, Any]] = []
         self.hello: dict[str, Any] = {}
@@ -367,7 +369,7 @@ class BlockingClient:
             if not data:
                 raise ConnectionLost("the daemon closed the connection")
             self._decoder.feed(data)
-        return decode_map(body)
+        return self._decode(body)
 
     def request(self, req: dict[str, Any]) -> dict[str, Any]:
         rid = next(self._rids)
