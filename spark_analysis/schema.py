@@ -21,7 +21,9 @@ FIELDS: list[tuple[str, T.DataType]] = [
     ("run", T.StringType()),
     ("addr", T.StringType()),
     ("mode", T.StringType()),
-    ("version", T.StringType()),
+    # TRACES.md gives no type; the nodes write the integer TRACE_VERSION (1), as the
+    # title's "version 1" reads.
+    ("version", T.LongType()),
     ("reason", T.StringType()),
     ("succ", T.StringType()),
     ("pred", T.StringType()),

@@ -198,7 +198,7 @@ class Run:
                 ts + i * 0.001,
                 i,
                 "node_up",
-                f',"addr":"10.0.{i // 250}.{i % 250 + 1}:7000","mode":"node","version":"1"',
+                f',"addr":"10.0.{i // 250}.{i % 250 + 1}:7000","mode":"structured","version":1',
             )
         for i in range(n):
             self.rec(

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 DOUBLE = {"ts", "ms", "expiry"}
-LONG = {"hops", "sub", "size", "seq", "hop"}
-BOOL = {"ok", "dup"}
+LONG = {"hops", "sub", "size", "seq", "hop", "version"}
+BOOL = {"ok", "dup", "replay"}
+TEXT = {"node", "ev", "run", "addr", "mode", "reason", "succ", "pred", "key", "topic",
+        "filter", "parent", "role", "child", "op", "msg_id", "to", "from", "kind"}
 LIVE = 2**31 - 1
 
 
@@ -41,6 +43,10 @@ def _valid(line: str) -> dict[str, Any] | None:
     for k in BOOL:
         v = rec.get(k)
         if v is not None and not isinstance(v, bool):
+            return None
+    for k in TEXT:
+        v = rec.get(k)
+        if v is not None and not isinstance(v, str):
             return None
     if rec.get("ts") is None or not isinstance(rec.get("node"), str):
         return None

@@ -68,6 +68,8 @@ BAD = {
     '{"ts": 1.0, "node": "0a", "ev": "deliver", "hop": "two"}': "field of the wrong type",
     '{"ts": 1.0, "node": "0a", "ev": "deliver", "hop": 2.5}': "field of the wrong type",
     '{"ts": 1.0, "node": "0a", "ev": "recv", "dup": 1}': "field of the wrong type",
+    # version is the integer the nodes write (TRACE_VERSION), not its text
+    '{"ts": 1.0, "node": "0a", "ev": "node_up", "version": "1"}': "field of the wrong type",
     '{"ts": 1.0, "node": 5, "ev": "x"}': "node or ev not text",
     '{"ts": 1.0, "node": "0a", "ev": true}': "node or ev not text",
     '{"ts": 1.0, "node": "0a", "ev": "publish", "attrs": "{}"}': "attrs not an object",
