@@ -8,7 +8,10 @@ the envelope on another way; the application does not see the detour.
 
 When the route asks for it, the owner acknowledges to the origin (:class:`RouteAck`);
 the origin then writes a ``lookup`` trace record, or a failed one when no ack comes in
-``route_timeout``. Routes without an ack cost no extra message and leave no record.
+``route_timeout``. A hop whose application ends the route (``forward`` returns None: a
+Scribe forwarder adopting a JOIN) acknowledges in the owner's place, with the hops so
+far: the route ended where its application wanted, and no ack would read as a failure.
+Routes without an ack cost no extra message and leave no record.
 """
 
 from __future__ import annotations
@@ -79,6 +82,8 @@ class Router:
         if node.app is not None:
             forwarded = node.app.forward(now, env.key, payload, hop)
             if forwarded is None:
+                if env.ack:
+                    node.send(env.origin.addr, RouteAck(env.rid, node.local, env.hops))
                 return
             payload = forwarded
         node.send(hop.addr, replace(env, hops=env.hops + 1, final=step is not Step.CLOSER,

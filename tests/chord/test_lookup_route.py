@@ -123,6 +123,15 @@ def test_route_without_ack_and_a_forward_that_stops_it() -> None:
     assert sends(c.drain_effects()) == [] and len(app.of("forward")) == 1
 
 
+def test_a_forward_that_stops_an_acked_route_acks_it_with_the_hops_so_far() -> None:
+    app = RecordingApp(stop=True)
+    c = in_ring(C, pred=B, successors=[D], app=app)
+    c.on_message(1.0, A.addr, Route(D.id, A, 7, 1, False, True, Payload("x")))
+    # Without the ack, A's route would time out and be traced as a failed lookup.
+    assert sends(c.drain_effects()) == [(A.addr, RouteAck(7, C, 1))]
+    assert app.of("deliver") == []
+
+
 def test_route_to_a_key_we_own_delivers_at_once_with_no_hop() -> None:
     app = RecordingApp()
     c = in_ring(C, pred=B, successors=[D], app=app)

@@ -46,7 +46,9 @@ def test_scribe_on_chord_traces(spark: SparkSession, tmp_path: Path) -> None:
     assert overall["expected"] == sim["expected"] > 0
     assert overall["delivery_ratio"] == sim["delivery_ratio"] == 1.0
     assert overall["tree_depth_max"] >= 1
-    assert summary["lookup"]["count"] > 0
+    # No loss, no crash: every route ends where it should, at the owner or at a tree
+    # node adopting a JOIN on its way (chord.routing acks for it).
+    assert summary["lookup"]["count"] > 0 and summary["lookup"]["ok_rate"] == 1.0
 
 
 def test_gossip_traces(spark: SparkSession, tmp_path: Path) -> None:
