@@ -82,8 +82,7 @@ class Router:
         if node.app is not None:
             forwarded = node.app.forward(now, env.key, payload, hop)
             if forwarded is None:
-                if env.ack:
-                    node.send(env.origin.addr, RouteAck(env.rid, node.local, env.hops))
+                self._ack(env)
                 return
             payload = forwarded
         node.send(hop.addr, replace(env, hops=env.hops + 1, final=step is not Step.CLOSER,
@@ -107,10 +106,14 @@ class Router:
         else:
             self.node.send(hop.addr, replace(env, final=step is not Step.CLOSER))
 
+    def _ack(self, env: Route) -> None:
+        """The route ends here (at its owner, or where its application stopped it)."""
+        if env.ack:
+            self.node.send(env.origin.addr, RouteAck(env.rid, self.node.local, env.hops))
+
     def _deliver(self, now: float, env: Route) -> None:
         node = self.node
-        if env.ack:
-            node.send(env.origin.addr, RouteAck(env.rid, node.local, env.hops))
+        self._ack(env)
         if node.app is not None:
             node.app.deliver(now, env.key, env.payload, env.hops)
 

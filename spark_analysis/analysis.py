@@ -264,11 +264,11 @@ def run_analysis(
 
     series: dict[str, Any] = {
         "latency_cdf": {
-            scope: sorted((r["permille"], r["latency_ms"]) for r in rows)
-            for scope, rows in (r.latency or {}).items()
+            scope: sorted((row["permille"], row["latency_ms"]) for row in rows)
+            for scope, rows in collected.latency.items()
         },
         "node_stress": r.node_stress,
-        "lookup_hops": r.lookup_hist,
+        "lookup_hops": collected.lookup_hist,
     }
 
     report_path = None

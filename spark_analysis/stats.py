@@ -20,6 +20,8 @@ OVERALL = "overall"
 # Percentiles are given in per mille so that the rank is computed in integers:
 # ceil(N * p) in floating point is off by one for some N (e.g. 0.99 * 100).
 P50, P90, P99, P100 = 500, 900, 990, 1000
+# The count of each distinct value, between nearest_rank's aggregation and its ranking.
+_COUNT = "_c"
 
 
 def per_topic_and_overall(
@@ -93,8 +95,6 @@ def nearest_rank(
         .applyInArrow(rank, out)
     )
 
-
-_COUNT = "_c"
 
 
 def _ranked_scope(
