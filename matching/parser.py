@@ -32,9 +32,17 @@ from matching.errors import (
 from matching.evaluate import Test, always, compile_expr, like_parts
 from matching.lexer import Token, tokenize
 
+#: Limits of a filter a client writes (FILTERS.md).
 MAX_FILTER_CHARS = 4096
 MAX_DEPTH = 64
 MAX_IN_ITEMS = 1024
+#: Limits of a canonical text (``str(Filter)``), which nodes exchange in summaries: it
+#: may be longer than what the client wrote (``1e15`` is ``1000000000000000.0``, list
+#: items are joined by ``", "``: at most about 4.5 times) and deeper (an AND inside an
+#: OR gets parentheses the client needed not write: at most twice, plus one). A text
+#: within the client's limits always has a canonical text within these.
+MAX_CANONICAL_CHARS = 8 * MAX_FILTER_CHARS
+MAX_CANONICAL_DEPTH = 2 * MAX_DEPTH + 2
 
 
 @dataclass(frozen=True)
@@ -72,10 +80,11 @@ def _flatten(operands: list[Expr], kind: type[And] | type[Or]) -> tuple[Expr, ..
 
 
 class _Parser:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, max_depth: int) -> None:
         self.tokens = tokenize(text)
         self.i = 0
         self.depth = 0
+        self.max_depth = max_depth
 
     @property
     def tok(self) -> Token:
@@ -107,8 +116,8 @@ class _Parser:
 
     def nest(self, pos: int) -> None:
         self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise FilterTooDeepError(f"expected at most {MAX_DEPTH} levels of parentheses "
+        if self.depth > self.max_depth:
+            raise FilterTooDeepError(f"expected at most {self.max_depth} levels of parentheses "
                                      f"and NOT, found one more", pos)
 
     # or_expr := and_expr (OR and_expr)*
@@ -258,14 +267,19 @@ class _Parser:
         return Like(attr, pattern, escape, negated)
 
 
-def parse(text: str) -> Filter:
-    """Parse a filter (FILTERS.md); raises FilterSyntaxError with ``pos``."""
+def parse(text: str, *, canonical: bool = False) -> Filter:
+    """Parse a filter (FILTERS.md); raises FilterSyntaxError with ``pos``.
+
+    ``canonical``: ``text`` is a canonical text a node made (a peer's summary), held to
+    the larger bounds such texts need (``MAX_CANONICAL_CHARS``, ``MAX_CANONICAL_DEPTH``)
+    instead of the limits of what a client writes."""
     if not isinstance(text, str):
         raise TypeError("a filter is text")
-    if len(text) > MAX_FILTER_CHARS:
-        raise FilterTooLongError(f"expected at most {MAX_FILTER_CHARS} characters, found "
-                                 f"{len(text)}", MAX_FILTER_CHARS)
-    parser = _Parser(text)
+    max_chars = MAX_CANONICAL_CHARS if canonical else MAX_FILTER_CHARS
+    if len(text) > max_chars:
+        raise FilterTooLongError(f"expected at most {max_chars} characters, found "
+                                 f"{len(text)}", max_chars)
+    parser = _Parser(text, MAX_CANONICAL_DEPTH if canonical else MAX_DEPTH)
     if parser.tok.kind == "end":
         return Filter(None)
     expr = parser.or_expr()

@@ -30,6 +30,14 @@ DEFAULT_MAX_FILTERS = 64
 DEFAULT_BLOOM_BYTES = 2048
 #: Covering is quadratic: above this many filters (times max_filters) it is skipped.
 COVER_FACTOR = 4
+#: Most UTF-8 bytes of canonical text a summary keeps exactly: past it, as past
+#: ``max_filters``, it is coarsened (never refused), so that a summary fits the messages
+#: that carry it whatever filters the clients wrote.
+MAX_EXACT_TEXT_BYTES = 16384
+
+
+def _text_bytes(shapes: Iterable[Shape]) -> int:
+    return sum(len(s.text.encode()) for s in shapes)
 
 
 @dataclass(frozen=True)
@@ -135,7 +143,7 @@ class Summary:
         if everything:
             return Summary.everything(max_filters, bloom_bytes)
         try:
-            parsed = [parse(text) for text in texts]
+            parsed = [parse(text, canonical=True) for text in texts]
         except FilterSyntaxError as exc:
             raise SummaryDecodeError(f"malformed summary: a filter does not parse: {exc}"
                                      ) from None
@@ -158,7 +166,8 @@ def _build(filters: list[Filter], coarse_parts: list[Coarse], max_filters: int,
     if len(shapes) <= COVER_FACTOR * max_filters:
         shapes = uncovered(shapes)
     shapes.sort(key=lambda s: s.text)
-    if not coarse_parts and len(shapes) <= max_filters:
+    if not coarse_parts and len(shapes) <= max_filters \
+            and _text_bytes(shapes) <= MAX_EXACT_TEXT_BYTES:
         return Summary(filters=frozenset(s.text for s in shapes), max_filters=max_filters,
                        bloom_bytes=bloom_bytes, _exact=tuple(s.filter for s in shapes))
     builder = CoarseBuilder(bloom_bytes)
@@ -175,7 +184,7 @@ def _build(filters: list[Filter], coarse_parts: list[Coarse], max_filters: int,
             for conjunction in shape.conjunctions:
                 builder.add_conjunction(conjunction)
     coarse = builder.build()
-    if coarse is None or len(exact) > max_filters:
+    if coarse is None or len(exact) > max_filters or _text_bytes(exact) > MAX_EXACT_TEXT_BYTES:
         return everything
     return Summary(filters=frozenset(s.text for s in exact), coarse=coarse,
                    max_filters=max_filters, bloom_bytes=bloom_bytes,

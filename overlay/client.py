@@ -32,6 +32,7 @@ import trio
 
 from overlay.core.errors import FrameError
 from overlay.core.framing import FrameDecoder, MapDecoder, encode_frame
+from overlay.core.limits import MIN_MAX_FRAME, SizeLimits, TooLargeError
 
 API_VERSION = 1
 AttrValue = str | int | float | bool
@@ -96,9 +97,20 @@ class Overloaded(RequestError): ...
 class UnsupportedVersion(RequestError): ...
 
 
+class TooLarge(RequestError):
+    """An event over the daemon's ``max_payload`` or ``max_event`` (the error's
+    ``max_frame``, ``max_event`` and ``max_payload`` say the limits)."""
+
+
+class Timeout(RequestError):
+    """The overlay did not take a reliable publish in time: publish again with the same
+    ``msg_id`` (the root numbers it once)."""
+
+
 _ERRORS: dict[str, type[RequestError]] = {
     "bad_filter": BadFilter, "unknown_sub": UnknownSub, "not_ready": NotReady,
     "overloaded": Overloaded, "unsupported_version": UnsupportedVersion,
+    "too_large": TooLarge, "timeout": Timeout,
 }
 
 
@@ -146,8 +158,23 @@ def subscribe_request(topic: str, filter: str, expiry: float | None, group: str 
     return req
 
 
+def sizes_of(hello: dict[str, Any]) -> SizeLimits:
+    """The daemon's size model, from its ``hello`` reply (the default before one came)."""
+    max_frame = hello.get("max_frame")
+    return SizeLimits(max_frame) if type(max_frame) is int and max_frame >= MIN_MAX_FRAME \
+        else SizeLimits()
+
+
 def publish_request(topic: str, attrs: dict[str, AttrValue] | None, payload: bytes,
-                    reliable: bool, msg_id: str | None) -> dict[str, Any]:
+                    reliable: bool, msg_id: str | None,
+                    sizes: SizeLimits | None = None) -> dict[str, Any]:
+    """A publish request; an event over the daemon's limits (``sizes``) raises
+    :class:`TooLarge` here, as the daemon would answer."""
+    if sizes is not None:
+        try:
+            sizes.check_event(topic, attrs or {}, payload)
+        except TooLargeError as exc:
+            raise TooLarge("too_large", str(exc), sizes.to_wire()) from None
     req: dict[str, Any] = {"op": "publish", "topic": topic, "attrs": attrs or {},
                            "payload": payload, "reliable": reliable}
     if msg_id is not None:
@@ -208,6 +235,9 @@ class AsyncClient:
         self._send_lock = trio.Lock()
         self._closed: ClientError | None = None
         self.hello: dict[str, Any] = {}
+        #: The daemon's size model (from its hello): frames are encoded up to its
+        #: ``max_frame``, events over its limits refused before they are sent.
+        self.sizes = SizeLimits()
 
     async def request(self, req: dict[str, Any],
                       events: trio.MemorySendChannel[Event] | None = None) -> dict[str, Any]:
@@ -222,7 +252,8 @@ class AsyncClient:
             self._sub_channels[rid] = events
         try:
             async with self._send_lock:
-                await self._stream.send_all(encode_frame({**req, "rid": rid}))
+                await self._stream.send_all(encode_frame({**req, "rid": rid},
+                                                         self.sizes.max_frame))
             reply = await receive_channel.receive()
         except (trio.BrokenResourceError, trio.ClosedResourceError, trio.EndOfChannel):
             raise self._closed or ConnectionLost("connection to the daemon lost") from None
@@ -236,7 +267,8 @@ class AsyncClient:
     async def publish(self, topic: str, payload: bytes = b"", *,
                       attrs: dict[str, AttrValue] | None = None, reliable: bool = True,
                       msg_id: str | None = None) -> Published:
-        reply = await self.request(publish_request(topic, attrs, payload, reliable, msg_id))
+        reply = await self.request(publish_request(topic, attrs, payload, reliable, msg_id,
+                                                   self.sizes))
         return Published(reply["msg_id"], reply.get("seq"))
 
     @asynccontextmanager
@@ -319,6 +351,7 @@ async def connect(target: str | None = None, *, client_name: str = "overlay-pyth
         nursery.start_soon(client._read_loop)
         client.hello = await client.request({"op": "hello", "version": API_VERSION,
                                              "client": client_name})
+        client.sizes = sizes_of(client.hello)
         yield client
         nursery.cancel_scope.cancel()
 
@@ -336,6 +369,7 @@ class BlockingClient:
         self._rids = itertools.count(1)
         self._events: list[dict[str, Any]] = []
         self.hello: dict[str, Any] = {}
+        self.sizes = SizeLimits()
 
     @classmethod
     @contextmanager
@@ -356,6 +390,7 @@ class BlockingClient:
             client = cls(sock)
             client.hello = client.request({"op": "hello", "version": API_VERSION,
                                            "client": client_name})
+            client.sizes = sizes_of(client.hello)
             yield client
 
     def _read_one(self) -> dict[str, Any]:
@@ -374,7 +409,7 @@ class BlockingClient:
     def request(self, req: dict[str, Any]) -> dict[str, Any]:
         rid = next(self._rids)
         try:
-            self._sock.sendall(encode_frame({**req, "rid": rid}))
+            self._sock.sendall(encode_frame({**req, "rid": rid}, self.sizes.max_frame))
         except OSError as exc:
             raise ConnectionLost(f"connection to the daemon lost: {exc}") from None
         while True:
@@ -391,7 +426,8 @@ class BlockingClient:
     def publish(self, topic: str, payload: bytes = b"", *,
                 attrs: dict[str, AttrValue] | None = None, reliable: bool = True,
                 msg_id: str | None = None) -> Published:
-        reply = self.request(publish_request(topic, attrs, payload, reliable, msg_id))
+        reply = self.request(publish_request(topic, attrs, payload, reliable, msg_id,
+                                             self.sizes))
         return Published(reply["msg_id"], reply.get("seq"))
 
     def subscribe(self, topic: str, filter: str = "", *, expiry: float | None = None,

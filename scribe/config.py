@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from overlay.core.errors import LocalProtocolError
+from overlay.core.limits import SizeLimits
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,9 @@ class ScribeConfig:
     #: before numbering: members re-joining in that time tell it how far the lost root
     #: had numbered. None: parent_timeout + join_timeout + 3 heartbeat intervals.
     takeover_wait: float | None = None
+    #: The size model of the overlay's ``max_frame`` (set by the daemon from
+    #: ``[limits]``, not a protocol setting): bounds the messages that carry events.
+    sizes: SizeLimits = field(default_factory=SizeLimits)
 
     def takeover_window(self) -> float:
         if self.takeover_wait is not None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from chord.kbr import NodeRef
 from scribe.anycast import GroupSearch, Steering
-from scribe.messages import AnycastBack, AttrValue, Event, EventBody, Leave
+from scribe.messages import AnycastBack, AttrValue, Event, EventBody, Leave, group_runs
 from scribe.state import ScribeState
 from scribe.subscriptions import Subscription, TopicSubscriptions
 from scribe.tree import TopicTree
@@ -56,6 +56,10 @@ class HandledEvent:
     hop: int
     plain_done: bool = False
     searches: dict[str, GroupSearch] = field(default_factory=dict)
+
+
+#: The group runs of a copy that serves no anycast group.
+_NO_GROUPS: list[tuple[str, ...]] = [()]
 
 
 class EventMemory:
@@ -249,15 +253,21 @@ class Dissemination:
                     prev = None  # an older event handed down again: vouch for nothing
                     edge.vouched = None
             s.trace("forward", topic=body.topic, msg_id=body.msg_id, to=s.hex(child_id), hop=hop)
-            s.send(edge.ref, Event(body, hop, s.me, plain, tuple(groups), prev,
-                                   tree.is_root or tree.settled, edge.version))
+            # Group names beyond one copy's share of the envelope go in further,
+            # anycast-only copies (outside the edge's sequence).
+            for i, run in enumerate(group_runs(groups) if groups else _NO_GROUPS):
+                first = i == 0
+                s.send(edge.ref, Event(body, hop, s.me, plain and first, run,
+                                       prev if first else None,
+                                       tree.is_root or tree.settled, edge.version))
 
     def _hand_back(self, handled: HandledEvent, groups: list[str],
                    upstream: NodeRef | None) -> None:
         # At the root (no upstream) a group nobody matches simply has no receiver.
         if groups and upstream is not None:
             body = handled.body
-            self.s.send(upstream, AnycastBack(body.topic, body.msg_id, tuple(groups), self.s.me))
+            for run in group_runs(groups):
+                self.s.send(upstream, AnycastBack(body.topic, body.msg_id, run, self.s.me))
 
     def deliver_to(self, sub: Subscription, handled: HandledEvent, replay: bool = False) -> None:
         """Hand one event to a local subscription, unless it had it (or a later one).

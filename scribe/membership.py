@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from overlay.core.limits import batches
 from overlay.core.messages import Message
 from scribe.messages import (
+    MAX_BATCH,
     DigestUpdate,
     DigestWire,
     Disown,
@@ -153,9 +155,18 @@ class Membership:
             current = s.digest_of(tree)
             version = tree.stamp_digest(current)
             digest = current.to_wire()
-        s.host.route(now, s.mid(topic),
-                     RootHandover(topic, s.seq.get(topic, 0), s.me, digest, version,
-                                  self.handing_over(topic)))
+        # What it retained goes along, a message's worth per handover: the newest
+        # events with the first (the new root sends down what it lacks of them at once),
+        # older ones after it, each without the digest (they only add to the new root's
+        # buffer). Each message is oldest first.
+        bodies = self.handing_over(topic)
+        runs = [run[::-1] for run in batches(bodies[::-1], EventBody.cost,
+                                             s.config.sizes.batch_bytes, MAX_BATCH)] or [[]]
+        seq = s.seq.get(topic, 0)
+        for part, run in enumerate(runs):
+            s.host.route(now, s.mid(topic),
+                         RootHandover(topic, seq, s.me, digest if part == 0 else None,
+                                      version if part == 0 else 0, tuple(run)))
 
     def on_handover(self, now: float, msg: RootHandover) -> None:
         s = self.s

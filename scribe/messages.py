@@ -12,6 +12,7 @@ from typing import Any
 
 from chord.kbr import NodeRef
 from matching import Summary
+from overlay.core.limits import GROUP_BYTES, batches, event_cost
 from overlay.core.messages import Message, Record, message, record
 
 #: Longest topic name, in characters.
@@ -116,6 +117,10 @@ class EventBody(Record):
         if self.seq is not None and self.seq < 1:
             raise ValueError("seq starts at 1")
 
+    def cost(self) -> int:
+        """Bytes this event may take in a multi-event message (the size model)."""
+        return event_cost(self.topic, self.attrs, self.payload)
+
     def numbered(self, seq: int) -> EventBody:
         """This event with the root's number: the other fields were checked when this
         one was made, so the copy skips ``__post_init__`` (the root does it per event)."""
@@ -126,8 +131,25 @@ class EventBody(Record):
         return body
 
 
-#: Most events one message (a fill, a handover, a replica sync) carries.
+#: Most events one message (a fill, a handover, a replica sync) carries. Senders also
+#: bound such a message by bytes (``SizeLimits.batch_bytes``): small events are counted,
+#: large ones weighed.
 MAX_BATCH = 512
+
+
+def group_cost(group: str) -> int:
+    """Bytes a group name takes in an event copy's ``groups`` (with its CBOR header)."""
+    return len(group.encode()) + 3
+
+
+def group_runs(groups: tuple[str, ...] | list[str]) -> list[tuple[str, ...]]:
+    """``groups`` split into runs of at most ``GROUP_BYTES`` each (one per copy)."""
+    return [tuple(run) for run in batches(groups, group_cost, GROUP_BYTES)] or [()]
+
+
+#: Most messages one replay answer is split into (a root retains at most ``retain_count``
+#: events; a larger count of parts is no answer of ours).
+MAX_REPLAY_PARTS = 1 << 20
 
 
 def check_seq(seq: int | None, name: str) -> None:
@@ -408,6 +430,9 @@ class Fill(_TopicMessage):
     gone_before: int = 0
     #: The root's answer to a routed pull (a catch-up after a join).
     routed: bool = False
+    #: The sender holds events beyond ``through`` that did not fit this message: the
+    #: receiver pulls again at once, from ``through``.
+    more: bool = False
 
     def __post_init__(self) -> None:
         _TopicMessage.__post_init__(self)
@@ -483,11 +508,18 @@ class ReplayFill(_TopicMessage):
     root: NodeRef
     through: int
     events: tuple[EventBody, ...]
+    #: An answer too large for one message comes in ``parts`` messages, each a
+    #: message's worth (oldest first: part 0 holds the oldest events).
+    part: int = 0
+    parts: int = 1
 
     def __post_init__(self) -> None:
         _TopicMessage.__post_init__(self)
         check_seq(self.through, "through")
         check_events(self.topic, self.events)
+        if not 0 <= self.part < self.parts <= MAX_REPLAY_PARTS:
+            raise ValueError(f"a replay answer has 1..{MAX_REPLAY_PARTS} parts, this one "
+                             f"says part {self.part} of {self.parts}")
 
 
 @message("scribe.anycast_back")

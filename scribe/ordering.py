@@ -42,17 +42,24 @@ CATCH_UP_DELAY = 2.0
 CATCH_UP_PATIENCE = 10.0
 
 
-def batch(log: Retained, after: int, through: int,
-          wanted: Callable[[EventBody], bool]) -> tuple[list[EventBody], int]:
-    """The wanted events of ``log`` in (after, through], at most a message's worth, and
-    how far that answer reaches (below ``through`` when the batch filled up)."""
+def batch(log: Retained, after: int, through: int, wanted: Callable[[EventBody], bool],
+          budget: int) -> tuple[list[EventBody], int]:
+    """The wanted events of ``log`` in (after, through], at most a message's worth (at
+    most ``MAX_BATCH`` events whose costs add up to at most ``budget`` bytes), and how
+    far that answer reaches (below ``through`` when the batch filled up). The first
+    wanted event always goes, whatever its cost: the size model lets no event through
+    that does not fit a message alone."""
     events: list[EventBody] = []
+    used = 0
     for body in log.between(after, through, len(log)):
         assert body.seq is not None
-        if len(events) == MAX_BATCH:
+        if not wanted(body):
+            continue
+        cost = body.cost()
+        if events and (len(events) == MAX_BATCH or used + cost > budget):
             return events, body.seq - 1
-        if wanted(body):
-            events.append(body)
+        events.append(body)
+        used += cost
     return events, max(through, after)
 
 
@@ -287,14 +294,25 @@ class Ordering:
         for body in fill.events:
             if body.seq is not None and body.seq <= st.through:
                 st.log.add(now, body)
-        if fill.after + 1 < st.log.complete_from <= fill.through + 1:
-            st.log.complete_from = fill.after + 1
+        partial = fill.more and fill.through + 1 < st.log.complete_from
+        if partial:
+            # Older events a child waits for, a message's worth: the log completes from
+            # here once the parts that follow reach what it holds.
+            if st.filling_from is None and fill.after + 1 < st.log.complete_from:
+                st.filling_from = fill.after + 1
+        elif fill.after + 1 < st.log.complete_from <= fill.through + 1:
+            start_of_chain = fill.after + 1 if st.filling_from is None else st.filling_from
+            st.log.complete_from = min(fill.after + 1, start_of_chain)
+            st.filling_from = None
         if st.need is not None and fill.after <= st.need:
-            st.need = None
+            st.need = fill.through if partial else None
         if fill.after <= st.through < fill.through:
             self._catch_up(now, tree, fill)
         self.drain(now, tree)
-        self.answer_waiting(now, tree, give_up=True)
+        if fill.more:  # a message's worth: the rest follows at once, not at the next tick
+            self.pull(now, tree)
+        # Children waiting for older events are answered once the chain of parts ends.
+        self.answer_waiting(now, tree, give_up=not partial)
 
     def _finish_catch_up(self, now: float, tree: TopicTree, sender: NodeRef) -> None:
         """Both answers are in (or the parent's is overdue): handle their union as one
@@ -307,7 +325,11 @@ class Ordering:
         st.catch_up_after, st.catch_up_through = None, None
         st.catch_up_events.clear()
         st.pull_sent = None
-        self.on_fill(now, Fill(tree.topic, sender, after, max(after, through), events[-MAX_BATCH:]))
+        # A fill of this node's own making, never sent: it may hold more than one
+        # message's worth (the root's and the parent's answers together), so it is
+        # built without the wire checks.
+        self.on_fill(now, Fill.trusted(tree.topic, sender, after, max(after, through), events,
+                                       0, False, False))
 
     def _catch_up(self, now: float, tree: TopicTree, fill: Fill) -> None:
         """Handle, in order, the fill's events and the held copies it covers."""
@@ -372,9 +394,11 @@ class Ordering:
         assert st.through is not None
         log = self.log_of(tree)
         events, through = batch(log, after, st.through, lambda body: not s.config.summaries
-                                or edge.digest.plain_may_match(body.attrs))
+                                or edge.digest.plain_may_match(body.attrs),
+                                s.config.sizes.batch_bytes)
         gone_before = log.complete_from if log.complete_from > after + 1 else 0
-        s.send(edge.ref, Fill(tree.topic, s.me, after, through, tuple(events), gone_before))
+        s.send(edge.ref, Fill(tree.topic, s.me, after, through, tuple(events), gone_before,
+                              more=through < st.through))
         # Up to here the child has all it needs once it handled the fill (see module doc).
         edge.vouched = st.through
 

@@ -11,9 +11,10 @@ flow on).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from matching import FilterSyntaxError, parse
+from overlay.core.limits import batches
 from scribe.dissemination import Dissemination, HandledEvent
 from scribe.messages import MAX_BATCH, EventBody, ReplayFill, ReplayRequest
 from scribe.ordering import Released, RootLog
@@ -27,6 +28,9 @@ class PendingReplay:
     request: ReplayRequest
     first_sent: float
     last_sent: float
+    #: Parts of the answers received so far, by (through, parts) of their answer.
+    parts: dict[tuple[int, int], dict[int, tuple[EventBody, ...]]] = field(
+        default_factory=dict)
 
 
 class Replays:
@@ -79,14 +83,24 @@ class Replays:
                     if wanted.matches(body.attrs)]
         if msg.last is not None:
             matching = matching[-msg.last:] if msg.last else []
-        s.send(msg.requester, ReplayFill(msg.topic, msg.sub, s.me, through,
-                                         tuple(matching[:MAX_BATCH])))
+        runs = list(batches(matching, EventBody.cost, s.config.sizes.batch_bytes, MAX_BATCH))
+        runs = runs or [[]]
+        for part, run in enumerate(runs):
+            s.send(msg.requester, ReplayFill(msg.topic, msg.sub, s.me, through, tuple(run),
+                                             part, len(runs)))
 
     def on_fill(self, now: float, fill: ReplayFill) -> None:
         s = self.s
-        if fill.sub not in self.pending or fill.sub not in s.subs:
+        pending = self.pending.get(fill.sub)
+        if pending is None or fill.sub not in s.subs:
             return
-        self._finish(s.subs.get(fill.sub), fill.events)
+        # Parts of one answer share its ``through``; an answer to a repeated request may
+        # be cut differently, so parts are never mixed across answers.
+        parts = pending.parts.setdefault((fill.through, fill.parts), {})
+        parts[fill.part] = fill.events
+        if len(parts) == fill.parts:
+            self._finish(s.subs.get(fill.sub),
+                         tuple(body for part in sorted(parts) for body in parts[part]))
 
     def _finish(self, sub: Subscription, events: tuple[EventBody, ...]) -> None:
         del self.pending[sub.sub_id]

@@ -24,11 +24,13 @@ unreliable events moved it past what they know.
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from chord.kbr import NodeRef
+from overlay.core.limits import batches
 from scribe.messages import MAX_BATCH, EventBody, PublishAck, ReplicaSync, Replicate, ReplicateAck
 from scribe.state import ScribeState
 from scribe.stream import Retained
@@ -64,6 +66,10 @@ class ReplicaView:
 
     addrs: frozenset[str] = frozenset()
     seq: int = 0
+
+
+def _contiguous(events: tuple[EventBody, ...]) -> bool:
+    return all((b.seq or 0) == (a.seq or 0) + 1 for a, b in itertools.pairwise(events))
 
 
 class Retention:
@@ -135,7 +141,7 @@ class Retention:
         if retained is None:
             return ()
         self.replica[topic] = retained
-        return tuple(retained.bodies(MAX_BATCH))
+        return tuple(retained.bodies(len(retained)))
 
     def keep(self, now: float, body: EventBody, origin: NodeRef, reliable: bool) -> bool:
         """Retain a freshly numbered event; for a reliable one, copy it to the replicas.
@@ -268,13 +274,18 @@ class Retention:
             replicas = self._replicas(topic)
             view = self.replica_views.setdefault(topic, ReplicaView())
             counter = s.seq.get(topic, 0)
-            events: tuple[EventBody, ...] | None = None  # built only for a new replica
+            runs: list[list[EventBody]] | None = None  # built only for a new replica
             for replica in replicas:
                 if replica.addr not in view.addrs:
-                    if events is None:
+                    if runs is None:
                         retained = self.root.get(topic)
-                        events = tuple(retained.bodies(MAX_BATCH)) if retained else ()
-                    s.send(replica, ReplicaSync(topic, counter, s.me, events))
+                        bodies = retained.bodies(len(retained)) if retained else []
+                        # Oldest first, each a message's worth (the replica completes its
+                        # buffer downward from whichever part comes first).
+                        runs = list(batches(bodies, EventBody.cost, s.config.sizes.batch_bytes,
+                                            MAX_BATCH)) or [[]]
+                    for run in runs:
+                        s.send(replica, ReplicaSync(topic, counter, s.me, tuple(run)))
                 elif counter > view.seq:
                     s.send(replica, ReplicaSync(topic, counter, s.me, ()))
             view.addrs = frozenset(n.addr for n in replicas)
@@ -301,6 +312,11 @@ class Retention:
         retained = table.get(topic)
         if retained is None:
             retained = table[topic] = Retained(complete_from=first)
+        elif events and first < retained.complete_from and _contiguous(events) \
+                and (events[-1].seq or 0) >= retained.complete_from - 1:
+            # An older part of a sync split across messages, come after a newer one:
+            # with it the buffer is complete from its first event on.
+            retained.complete_from = first
         retained.merge(now, events)
         retained.trim(now, self.s.config)
 

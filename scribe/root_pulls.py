@@ -54,11 +54,13 @@ class RootPulls:
             log = Retained(complete_from=s.seq.get(pull.topic, 0) + 1)
         wanted = Digest.from_wire(pull.digest, s.config.summary_max_filters) \
             if pull.digest is not None else None
-        events, through = batch(log, pull.after, self.released(pull.topic), lambda body: (
-            wanted is None or not s.config.summaries or wanted.plain_may_match(body.attrs)))
+        released = self.released(pull.topic)
+        events, through = batch(log, pull.after, released, lambda body: (
+            wanted is None or not s.config.summaries or wanted.plain_may_match(body.attrs)),
+            s.config.sizes.batch_bytes)
         gone_before = log.complete_from if log.complete_from > pull.after + 1 else 0
         s.send(pull.child, Fill(pull.topic, s.me, pull.after, through, tuple(events),
-                                gone_before, routed=True))
+                                gone_before, routed=True, more=through < released))
 
 
     def _ask_restore(self, topic: str, member: NodeRef, position: int) -> None:
@@ -81,7 +83,8 @@ class RootPulls:
         through = tree.stream.through
         after = msg.after
         while True:
-            events, reached = batch(tree.stream.log, after, through, lambda body: True)
+            events, reached = batch(tree.stream.log, after, through, lambda body: True,
+                                    s.config.sizes.batch_bytes)
             s.send(msg.root, ReplicaSync(msg.topic, through, s.me, tuple(events)))
             if reached >= through or not events:
                 return

@@ -114,8 +114,13 @@ class Stream:
     #: Pulls from children this node could not answer yet (its log lacks older events):
     #: child id -> (child, after).
     waiting: dict[int, tuple[NodeRef, int]] = field(default_factory=dict)
-    #: The lowest seq after which those children want events (None: no such pull).
+    #: The lowest seq after which those children want events (None: no such pull). A
+    #: fill that brings a message's worth of them moves it up to the fill's end.
     need: int | None = None
+    #: Where the log's completion started while a need is filled message by message:
+    #: ``log.complete_from`` drops to it once the last part has come (None: no such
+    #: chain under way).
+    filling_from: int | None = None
     #: After a (re)join: copies are held until the root's fill from this position came
     #: (None: not catching up). The new path's digests take a moment to reach the root,
     #: and events meanwhile may have passed the new parent by.

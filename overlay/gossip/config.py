@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from overlay.core.errors import LocalProtocolError
+from overlay.core.limits import SizeLimits
 from overlay.gossip.messages import MAX_NAMED, MAX_RADIUS
 
 #: Names of the strategies, as ``overlay sim --strategy`` spells them.
@@ -252,6 +253,9 @@ class GossipConfig:
     max_digest: int = 512
     #: Most events a node holds at once; the oldest are forgotten first past it.
     max_events: int = 65536
+    #: The size model of the overlay's ``max_frame`` (set by the daemon from
+    #: ``[limits]``, not a protocol setting): bounds the messages that carry events.
+    sizes: SizeLimits = field(default_factory=SizeLimits)
 
     def __post_init__(self) -> None:
         if not isinstance(self.strategy, StrategyConfig):
@@ -292,7 +296,7 @@ def config_from_settings(settings: Mapping[str, Any]) -> GossipConfig:
         raise GossipConfigError(f"selective must be true or false, got {selective!r}")
 
     def take(cls: type) -> dict[str, Any]:
-        names = {f.name for f in fields(cls)} - {"strategy", "hyparview", "selective"}
+        names = {f.name for f in fields(cls)} - {"strategy", "hyparview", "selective", "sizes"}
         return {k: rest.pop(k) for k in list(rest) if k in names}
 
     try:

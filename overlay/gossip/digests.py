@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from overlay.gossip.messages import Carried, Digest, Repair, Request
+from overlay.core.limits import batches
+from overlay.gossip.messages import MAX_BATCH, Carried, Digest, Repair, Request, id_cost
 from overlay.gossip.store import HeldEvent
 
 if TYPE_CHECKING:
@@ -32,11 +33,21 @@ class DigestRepair:
         node = self.node
         selective = node.interest is not None
         by_topic: dict[str, list[str]] = {}
+        # A digest offers the newest events, at most ``max_digest`` of them and no more
+        # than fit one message (it is an offer renewed each round, not a full list).
+        budget = node.config.sizes.batch_bytes
         for held in node.store.recent(now, node.config.max_digest):
             body = held.body
             # With selective routing, offer only what this node would route to the peer.
             if not selective or dest in node.routed(held):
-                by_topic.setdefault(body.topic, []).append(body.msg_id)
+                ids = by_topic.get(body.topic)
+                cost = id_cost(body.msg_id) + (0 if ids is not None else id_cost(body.topic))
+                if cost > budget:
+                    break
+                budget -= cost
+                if ids is None:
+                    ids = by_topic[body.topic] = []
+                ids.append(body.msg_id)
         ids = {topic: tuple(msg_ids) for topic, msg_ids in by_topic.items()}
         if ids or pull:
             node.send(dest, Digest(ids, push, pull))
@@ -54,8 +65,9 @@ class DigestRepair:
                     self._asked[msg_id] = now
                     missing.append(msg_id)
                     node.trace_repair(topic, msg_id, src)
-            if missing:
-                node.send(src, Request(tuple(missing[:node.config.max_digest])))
+            for run in batches(missing[:node.config.max_digest], id_cost,
+                               node.config.sizes.batch_bytes, MAX_BATCH):
+                node.send(src, Request(tuple(run)))
         if msg.pull:
             offered = {msg_id for ids in msg.ids.values() for msg_id in ids}
             extra = [held for held in store.recent(now, node.config.max_digest)
@@ -90,4 +102,5 @@ class DigestRepair:
             hop = held.hop + 1
             node.trace_forward(dest, held.body, hop)
             items.append(Carried(held.body, hop, held.guided))
-        node.send(dest, Repair(tuple(items)))
+        for run in batches(items, Carried.cost, node.config.sizes.batch_bytes, MAX_BATCH):
+            node.send(dest, Repair(tuple(run)))

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from matching.summary import DEFAULT_MAX_FILTERS
+from overlay.core.limits import event_cost
 from overlay.core.messages import Message, Record, message, record
 from overlay.gossip.summaries import part_from_wire
 
@@ -93,6 +94,15 @@ class EventBody(Record):
         check_hex(self.publisher, "a publisher id")
         check_attrs(self.attrs)
 
+    def cost(self) -> int:
+        """Bytes this event may take in a multi-event message (the size model)."""
+        return event_cost(self.topic, self.attrs, self.payload)
+
+
+def id_cost(text: str) -> int:
+    """Bytes a msg_id or topic takes in a digest or request (with its CBOR header)."""
+    return len(text.encode()) + 3
+
 
 @record
 class Carried(Record):
@@ -105,6 +115,9 @@ class Carried(Record):
 
     def __post_init__(self) -> None:
         check_hops(self.hop, "hop")
+
+    def cost(self) -> int:
+        return self.body.cost()
 
 
 @message("gossip.event")

@@ -17,7 +17,7 @@ Example file::
 
     [limits]
     max_frame = 1048576
-    api_queue_bytes = 16777216
+    api_queue_bytes = 67108864
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from overlay.core.errors import OverlayError
-from overlay.core.limits import DEFAULT_MAX_FRAME
+from overlay.core.limits import DEFAULT_MAX_FRAME, MIN_MAX_FRAME, SizeLimits
 
 MODES = ("structured", "unstructured")
 
@@ -53,10 +53,18 @@ def check_address(value: str, where: str, allow_port_zero: bool = True) -> str:
 @dataclass(frozen=True)
 class Limits:
     max_frame: int = DEFAULT_MAX_FRAME
-    api_queue_bytes: int = 16 << 20
+    #: Bytes of pushes and replies waiting to be written to one API connection before
+    #: the daemon cuts it off (``overloaded``). A replay's events arrive at once: room
+    #: for 64 events of the largest size.
+    api_queue_bytes: int = 64 << 20
     api_max_connections: int = 1024
     subscriptions_per_connection: int = 10_000
     peer_queue_frames: int = 16_384
+
+    @property
+    def sizes(self) -> SizeLimits:
+        """The size model that follows from ``max_frame`` (overlay.core.limits)."""
+        return SizeLimits(self.max_frame)
 
 
 @dataclass(frozen=True)
@@ -169,8 +177,13 @@ def _limits(table: Mapping[str, Any], where: str) -> Limits:
         if value <= 0:
             raise ConfigError(f"{where}.{key}: must be > 0")
         values[key] = value
-    if values.get("max_frame", DEFAULT_MAX_FRAME) < 1024:
-        raise ConfigError(f"{where}.max_frame: must be at least 1024 bytes")
+    max_frame = values.get("max_frame", DEFAULT_MAX_FRAME)
+    if values.get("api_queue_bytes", Limits.api_queue_bytes) < 2 * max_frame:
+        raise ConfigError(f"{where}.api_queue_bytes: must be at least twice max_frame "
+                          f"({2 * max_frame}): a push of the largest event must fit")
+    if max_frame < MIN_MAX_FRAME:
+        raise ConfigError(f"{where}.max_frame: must be at least {MIN_MAX_FRAME} bytes (the "
+                          "size model keeps 32 KiB of a frame for envelopes and attributes)")
     return Limits(**values)
 
 

@@ -13,8 +13,8 @@ Readings of API.md chosen here:
   once the topic's root has numbered the event and its replicas hold it, in
   unstructured mode once the local node holds it and has started spreading it (there
   is no root: ``seq`` is null). Without that notice within ``publish_timeout`` the
-  reply is ``not_ready``, and the client may publish again with the same ``msg_id``
-  (the root numbers it once);
+  reply is ``timeout``, and the client may publish again with the same ``msg_id``
+  (the root numbers it once); ``not_ready`` means only that this node has not joined;
 - the ``subscribe`` reply comes once the subscription is in effect, so that an event
   published after it is delivered: in structured mode once the core's ``subscribed``
   notice says the topic's tree carries the subscription's filter from the root down,
@@ -190,7 +190,7 @@ class CoreService:
 
     def begin_publishes(self, requests: Sequence[Publish], dones: Sequence[Done]) -> list[bool]:
         """Reliable publishes, in order, in one call into the core. Each ``done`` gets its
-        publish's result, or an ApiError (refused, or ``not_ready`` when no ``published``
+        publish's result, or an ApiError (refused, or ``timeout`` when no ``published``
         notice came within ``publish_timeout``), exactly once, maybe before this returns;
         so every one is begun here (True for each)."""
         if not self.ready:
@@ -240,10 +240,15 @@ class CoreService:
         node = self.daemon.node
         if node is None:
             return {"ready": False, "mode": self.mode}
+        driver = self.daemon.driver
         return {"ready": self.ready, "mode": self.mode, "node": node.node_hex,
                 "address": self.daemon.address, **self.core_status(node),
                 "subscriptions": len(self._sinks),
-                "counters": {**self.counters, "publish_timeouts": self.pending.timeouts}}
+                "counters": {**self.counters, "publish_timeouts": self.pending.timeouts,
+                             "internal_errors": 0 if driver is None else driver.internal_errors,
+                             "oversized": 0 if driver is None
+                             else driver.transport.stats.oversized},
+                "limits": self.daemon.config.limits.sizes.to_wire()}
 
     # -- effects from the core ------------------------------------------------------------------
 

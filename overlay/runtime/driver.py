@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import trio
 
 from overlay.core.effects import Deliver, Effect, Notice, Send, Trace
-from overlay.core.errors import LocalProtocolError
+from overlay.core.errors import LocalProtocolError, OverlayError
 from overlay.core.messages import Message
 from overlay.core.protocol import ProtocolCore
 from overlay.core.tracing import NodeTracer
@@ -50,6 +50,10 @@ class CoreDriver:
         self.on_request = on_request
         self.wallclock = wallclock
         self._wait_scope: trio.CancelScope | None = None
+        #: Exceptions raised inside the core by one input (a peer message, a timer, an
+        #: application call that was not refused as bad input): bugs of ours, each
+        #: logged with its traceback; the node goes on with the core as that step left it.
+        self.internal_errors = 0
         #: Inside :meth:`batch`: each call's effects with the wall-clock time they came at.
         self._held: list[tuple[float, list[Effect]]] | None = None
 
@@ -59,7 +63,14 @@ class CoreDriver:
     def call(self, fn: Callable[[Any, float], T]) -> T:
         """Run ``fn(core, now)`` and carry out what it asked for (inside :meth:`batch`:
         when the batch ends)."""
-        result = fn(self.core, self.now())
+        try:
+            result = fn(self.core, self.now())
+        except (OverlayError, ValueError, LookupError):
+            raise  # the caller's input refused (the API answers with its error code)
+        except Exception:
+            self.internal_errors += 1
+            log.exception("internal error in an application call into the core")
+            raise
         held = self._held
         if held is None:
             self.apply_effects()
@@ -111,10 +122,13 @@ class CoreDriver:
             now = self.now()
             handled = 0
             while item is not None:
-                if isinstance(item, Inbound):
-                    self._on_inbound(now, item)
-                else:
-                    core.on_unreachable(now, item.dest, item.msg)
+                try:
+                    if isinstance(item, Inbound):
+                        self._on_inbound(now, item)
+                    else:
+                        core.on_unreachable(now, item.dest, item.msg)
+                except Exception:
+                    self._step_failed(item)
                 handled += 1
                 item = None
                 if handled < batch:
@@ -122,8 +136,26 @@ class CoreDriver:
                         item = inbox.receive_nowait()
             deadline = core.next_deadline()
             if deadline is not None and deadline <= now:
-                core.on_timer(now)
+                try:
+                    core.on_timer(now)
+                except Exception:
+                    self._step_failed("timer")
             self.apply_effects()
+
+    def _step_failed(self, what: Inbound | Unreachable | str) -> None:
+        """A core step raised: a bug of ours, not the peer's (its message decoded and
+        validated). The step's effects made before it raised are carried out, the rest
+        of it is lost, as if a message had been; the protocols' repair (heartbeats,
+        pulls, re-joins, retries) treats the topic as after a lost message. The node
+        keeps serving everyone else."""
+        self.internal_errors += 1
+        if isinstance(what, Inbound):
+            where = f"handling {what.msg.type_name} from {what.src}"
+        elif isinstance(what, Unreachable):
+            where = f"handling unreachable {what.dest}"
+        else:
+            where = f"handling a {what}"
+        log.exception("internal error %s", where)
 
     def _on_inbound(self, now: float, item: Inbound) -> None:
         if item.rid is not None and self.on_request is not None:

@@ -1,11 +1,13 @@
 """Connection handshake between peers: version, identity, and proof of the cluster key.
 
 Client -> server (clear): ``{"t": "hello", "v": 1, "addr": ..., "nonce": 16 bytes,
-"sec": bool}``. Server -> client: ``{"t": "welcome", "v": 1, "nonce": ..., "sec": ...}``
-or ``{"t": "refused", "reason": ...}`` before it closes. With a cluster key both sides
-then exchange one sealed frame (``auth`` carrying the client's address, ``auth_ok``):
-only a holder of the key can produce them, so a peer without it is refused before any
-message of it reaches a core.
+"sec": bool, "max_frame": int}``. Both sides must use the same ``max_frame`` (the size
+model: an event that fits one node's messages must fit every hop's); a server refuses
+a hello with another one, or without one. Server -> client: ``{"t": "welcome", "v": 1,
+"nonce": ..., "sec": ...}`` or ``{"t": "refused", "reason": ...}`` before it closes.
+With a cluster key both sides then exchange one sealed frame (``auth`` carrying the
+client's address, ``auth_ok``): only a holder of the key can produce them, so a peer
+without it is refused before any message of it reaches a core.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ async def client_handshake(
     decoder = FrameDecoder(HANDSHAKE_MAX_FRAME)
     nonce = new_nonce()
     hello = {"t": "hello", "v": PEER_PROTOCOL_VERSION, "addr": my_address, "nonce": nonce,
-             "sec": key is not None}
+             "sec": key is not None, "max_frame": config.max_frame}
     await stream.send_all(encode_frame(hello))
     answer = await _read_map(stream, decoder)
     if answer.get("t") == "refused":
@@ -105,6 +107,10 @@ async def server_handshake(
     if not isinstance(addr, str) or not 0 < len(addr) <= 300:
         raise await _refuse(stream, "hello needs the peer's address")
     client_nonce = _check_nonce(hello.get("nonce"))
+    if hello.get("max_frame") != config.max_frame:
+        raise await _refuse(stream, f"this overlay's max_frame is {config.max_frame}, the "
+                                    f"peer's {hello.get('max_frame')!r}: every node must use "
+                                    "the same")
     if hello.get("sec") is not (key is not None):
         reason = "this cluster requires a cluster key" if key else "this node has no cluster key"
         raise await _refuse(stream, reason)

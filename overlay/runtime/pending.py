@@ -1,7 +1,7 @@
 """Reliable publishes waiting for the core's ``published`` notice, without a task each.
 
 A waiter is a callback: it is called exactly once, with the publish's
-:class:`PublishResult` when the notice comes, or with a ``not_ready`` :class:`ApiError`
+:class:`PublishResult` when the notice comes, or with a ``timeout`` :class:`ApiError`
 once ``timeout`` seconds have passed without it. Every waiter has the same timeout, so
 their deadlines come in the order they were added: one task (:meth:`run`) sleeps until
 the oldest deadline, and a notice also drops the answered waiters at the front.
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import trio
 
 from overlay.runtime.api import ApiError, PublishResult
+from overlay.runtime.api.requests import TIMEOUT
 from overlay.runtime.api.service import Done
 
 
@@ -90,5 +91,7 @@ class PendingPublishes:
     def _expire(self, waiter: Waiter) -> None:
         self.timeouts += 1
         self.discard(waiter)
-        waiter.done(ApiError("not_ready", f"the event was not taken within {self.timeout:g} s; "
-                             f"publish again with msg_id {waiter.key[1]} (copies are dropped)"))
+        waiter.done(ApiError(TIMEOUT, f"the overlay did not take the event within "
+                             f"{self.timeout:g} s; it may still be numbered: publish again "
+                             f"with msg_id {waiter.key[1]} (the root numbers it once)",
+                             msg_id=waiter.key[1]))

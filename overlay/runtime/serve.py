@@ -31,7 +31,7 @@ from scribe.config import ScribeConfig
 from scribe.messages import TreeQuery
 
 DAEMON_INFO = "daemon.json"
-_SCRIBE_SETTINGS = {f.name: f for f in dataclasses.fields(ScribeConfig)}
+_SCRIBE_SETTINGS = {f.name: f for f in dataclasses.fields(ScribeConfig) if f.name != "sizes"}
 
 
 def split_protocol(protocol: Mapping[str, Any]) -> tuple[dict[str, Any], ScribeConfig]:
@@ -86,6 +86,7 @@ def build_node(config: DaemonConfig) -> Node:
     service: CoreService
     if config.mode == "structured":
         chord_settings, scribe_config = split_protocol(config.protocol)
+        scribe_config = dataclasses.replace(scribe_config, sizes=config.limits.sizes)
         daemon = Daemon(dataclasses.replace(config, protocol=chord_settings),
                         app_factory=lambda node: ScribeApp(node, scribe_config))
         service = ScribeService(daemon)
@@ -93,7 +94,8 @@ def build_node(config: DaemonConfig) -> Node:
         daemon.request_handlers[TreeQuery] = (
             lambda src, msg: scribe_service.core_of(daemon.node).tree_info(msg.topic))
     elif config.mode == "unstructured":
-        daemon = Daemon(config, kind=GossipKind(gossip_config(config.protocol)))
+        daemon = Daemon(config, kind=GossipKind(dataclasses.replace(
+            gossip_config(config.protocol), sizes=config.limits.sizes)))
         service = GossipService(daemon)
     else:
         raise ConfigError(f"mode must be structured or unstructured, got {config.mode!r}")

@@ -30,7 +30,6 @@ import trio
 from overlay.core.errors import (
     FrameError,
     HandshakeError,
-    LocalProtocolError,
     MessageError,
     RemoteProtocolError,
 )
@@ -100,6 +99,9 @@ class TransportStats:
     bad_frames: int = 0
     bad_messages: int = 0
     unreachable: int = 0
+    #: Messages of ours over ``max_frame``, never sent: the size model lets none be
+    #: built, so each is a bug (logged once per message type).
+    oversized: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -138,6 +140,7 @@ class Transport:
         self.inbox = inbox
         self.address = config.advertised or ""
         self.stats = TransportStats()
+        self._oversized_types: set[str] = set()
         self._peers: dict[str, _OutboundPeer] = {}
         self._pending: dict[int, trio.MemorySendChannel[Message]] = {}
         self._rids = itertools.count(1)
@@ -176,9 +179,15 @@ class Transport:
             wire[ANSWER_KEY] = answer_to
         body = encode_map(wire)
         if len(body) > self.config.max_frame:
-            raise LocalProtocolError(
-                f"{msg.type_name} of {len(body)} bytes exceeds max_frame {self.config.max_frame}"
-            )
+            # A bug of ours (the size model bounds every message): counted, logged once
+            # per type, dropped. Never reported as the peer's failure, never retried here.
+            self.stats.oversized += 1
+            if msg.type_name not in self._oversized_types:
+                self._oversized_types.add(msg.type_name)
+                log.error("not sending %s of %d bytes to %s: over max_frame %d (a bug; "
+                          "further ones of this type are only counted)", msg.type_name,
+                          len(body), dest, self.config.max_frame)
+            return
         if dest == self.address:
             # To ourselves: no socket; decode the copy so the core gets a fresh object.
             self._loopback(body)

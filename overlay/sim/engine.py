@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from overlay.core.effects import Deliver, Notice, Send, Trace
+from overlay.core.errors import LocalProtocolError
 from overlay.core.framing import decode_map, encode_map
+from overlay.core.limits import DEFAULT_MAX_FRAME
 from overlay.core.messages import Message, decode_message, encode_message
 from overlay.core.protocol import ProtocolCore
 from overlay.core.tracing import NodeTracer
@@ -62,6 +64,7 @@ class Simulator:
         trace_dir: Path | str | None = None,
         run_id: str | None = None,
         check_wire: bool = False,
+        max_frame: int = DEFAULT_MAX_FRAME,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -73,6 +76,9 @@ class Simulator:
         self.run_id = run_id
         #: Round-trip every message through the CBOR codec (tests: proves wire-safety).
         self.check_wire = check_wire
+        #: With ``check_wire``: a message over this many bytes is a bug of ours (the
+        #: daemon's transport would refuse it), raised at its sender.
+        self.max_frame = max_frame
         self.on_deliver: list[DeliverHook] = []
         self.on_notice: list[NoticeHook] = []
         self._heap: list[tuple[float, int, int, Any]] = []
@@ -121,7 +127,9 @@ class Simulator:
         """Call ``call(core, now)`` on a live node now and carry out its effects."""
         node = self.nodes[addr]
         if not node.alive:
-            raise ValueError(f"node {addr} is not alive")
+            # A scenario that calls a crashed node has a bug (it should ask ``alive``):
+            # not a ValueError, which the command line reports as a usage error.
+            raise LookupError(f"node {addr} is not alive: a scenario must not call it")
         result = call(node.core, self.now)
         self._after_input(addr, node)
         return result
@@ -227,7 +235,11 @@ class Simulator:
         type_name = msg.type_name
         stats.by_type[type_name] = stats.by_type.get(type_name, 0) + 1
         if self.check_wire:
-            msg = decode_message(decode_map(encode_map(encode_message(msg))))
+            body = encode_map(encode_message(msg))
+            if len(body) > self.max_frame:
+                raise LocalProtocolError(f"{type_name} of {len(body)} bytes from {src} is over "
+                                         f"max_frame {self.max_frame}")
+            msg = decode_message(decode_map(body))
         target = self.nodes.get(dest)
         if target is None or not target.alive or not self.network.connected(src, dest):
             self._push(self.now + self.network.config.unreachable_after, _UNREACHABLE,

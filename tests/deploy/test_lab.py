@@ -18,7 +18,7 @@ import trio
 
 from deploy import lab
 from deploy.netns import lab_support
-from overlay.client import ConnectionLost, Event, NotReady, connect
+from overlay.client import ConnectionLost, Event, NotReady, Timeout, connect
 from overlay.core.ids import hash_id
 from tests.integration.fast import FAST
 
@@ -61,7 +61,7 @@ async def publish_acknowledged(api: str, topic: str, msg_id: str, number: int,
                 async with connect(api) as client:
                     return (await client.publish(topic, b"x", attrs={"n": number},
                                                  msg_id=msg_id)).seq
-            except (NotReady, ConnectionLost):
+            except (NotReady, Timeout, ConnectionLost):
                 await trio.sleep(0.2)
 
 

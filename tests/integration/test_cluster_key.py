@@ -58,3 +58,16 @@ async def test_garbage_on_the_peer_port_closes_only_that_link() -> None:
         await h.call(a, lambda core, now: core.start(now, b.address, count=3))
         await h.wait_for(lambda: a.done, timeout=10)
         assert h.transports[b.address].stats.peers_refused == 3
+
+
+async def test_a_peer_with_another_max_frame_is_refused() -> None:
+    """The size model holds only if every hop takes what the first hop took: a peer
+    configured with another max_frame is refused at the handshake."""
+    async with tcp_harness(TransportConfig(max_frame=1 << 20)) as h:
+        b = await h.spawn(PingPongCore)
+        other = await h.spawn(lambda addr: PingPongCore(addr, timeout=60),
+                              config=TransportConfig(max_frame=2 << 20))
+        await h.call(other, lambda core, now: core.start(now, b.address, count=2, window=2))
+        await h.wait_for(lambda: len(other.unreachable) == 2, timeout=10)
+        assert b.pings_answered == 0
+        assert h.transports[b.address].stats.peers_refused == 1

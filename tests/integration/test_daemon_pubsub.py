@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from deploy import cluster
-from overlay.client import AsyncClient, BadFilter, Event, NotReady, connect
+from overlay.client import AsyncClient, BadFilter, Event, NotReady, Timeout, connect
 from tests.integration.fast import running_cluster
 
 pytestmark = pytest.mark.integration
@@ -44,7 +44,7 @@ async def publish_until_taken(api: str, topic: str, attrs: dict[str, object],
                 try:
                     return (await client.publish(topic, b"x", attrs=attrs,  # type: ignore[arg-type]
                                                  msg_id=msg_id)).seq
-                except NotReady:
+                except (NotReady, Timeout):
                     await trio.sleep(0.2)
 
 

@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from deploy import cluster
-from overlay.client import ConnectionLost, Event, NotReady, connect
+from overlay.client import ConnectionLost, Event, NotReady, Timeout, connect
 from overlay.core.ids import hash_id
 from tests.integration.fast import running_cluster
 
@@ -46,7 +46,7 @@ async def publish_acknowledged(api: str, msg_id: str, number: int) -> int:
                     reply = await client.publish(TOPIC, b"x", attrs={"n": number},
                                                  msg_id=msg_id)
                     return reply.seq
-            except (NotReady, ConnectionLost):
+            except (NotReady, Timeout, ConnectionLost):
                 await trio.sleep(0.2)
 
 

@@ -31,3 +31,21 @@ def test_pubsub_run_refuses_options_of_other_runs(capsys: pytest.CaptureFixture[
     assert "--lookups" in capsys.readouterr().err
     assert main(["sim", "--nodes", "10", "--topics", "1", "--duration", "20"]) == 2
     assert "raise the duration" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_calls_drawn_for_crashed_nodes_are_skipped_and_counted(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Subscriptions drawn for nodes that crash before their time (``--crash-at 150``,
+    before the subscribe window) are not made: the run ends normally and says how many
+    calls it skipped."""
+    code = main(["sim", "--nodes", "500", "--topics", "10", "--subscribers", "30",
+                 "--publishes", "2000", "--crash", "0.3", "--crash-at", "150",
+                 "--loss", "0.05"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    skipped = summary["skipped_calls"]
+    assert skipped["subscribe"] > 0 and skipped["publish"] == 0  # publishers are drawn alive
+    assert summary["subscriptions"] == 300 and summary["crashed"] == 150
+    reliability = summary["reliability"]
+    assert reliability["lost"] == reliability["duplicated"] == reliability["out_of_order"] == 0

@@ -47,7 +47,8 @@ stabilize_interval = 2.5
         ('bind = "h:70000"', "port 70000 is out of range"),
         ('mode = "mesh"', "mode must be one of structured, unstructured"),
         ('colour = "red"', "colour: unknown setting"),
-        ("[limits]\nmax_frame = 10", "max_frame: must be at least 1024"),
+        ("[limits]\nmax_frame = 10", "max_frame: must be at least 65536"),
+        ("[limits]\nmax_frame = 65535", "max_frame: must be at least 65536"),
         ("[limits]\nspeed = 1", "speed: unknown limit"),
         ('[api]\nport = 1', "port: unknown setting"),
         ("seeds = [1]", "expected str"),
@@ -58,6 +59,12 @@ stabilize_interval = 2.5
 def test_bad_files_name_the_fault(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         build_config(write(tmp_path, text), {}, {})
+
+
+def test_smallest_max_frame_gives_the_size_model_its_room(tmp_path: Path) -> None:
+    config = build_config(write(tmp_path, "[limits]\nmax_frame = 65536"), {}, {})
+    sizes = config.limits.sizes
+    assert (sizes.max_frame, sizes.max_event, sizes.max_payload) == (65536, 49152, 32768)
 
 
 def test_bad_environment_and_missing_file(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Reliable publishes answered by callback: on the core's notice, or not_ready on time-out."""
+"""Reliable publishes answered by callback: on the core's notice, or ``timeout`` when none
+comes in time."""
 
 from __future__ import annotations
 
@@ -92,7 +93,7 @@ async def test_a_later_notice_answers_every_publish_of_that_msg_id() -> None:
     assert len(service.pending) == 0 and not service.pending._queue
 
 
-async def test_no_notice_is_not_ready_after_the_timeout(
+async def test_no_notice_is_a_timeout_after_the_timeout(
         autojump_clock: trio.testing.MockClock) -> None:
     service, _ = make(timeout=2.0)
     seen, done = recorder()
@@ -103,7 +104,7 @@ async def test_no_notice_is_not_ready_after_the_timeout(
         assert seen == []
         await trio.sleep(0.2)
         assert len(seen) == 1 and isinstance(seen[0], ApiError)
-        assert seen[0].code == "not_ready" and "msg_id ab" in seen[0].message
+        assert seen[0].code == "timeout" and "msg_id ab" in seen[0].message
         # A notice after the time-out answers nobody twice.
         service._on_notice(Notice("published", {"topic": "t", "msg_id": "ab", "seq": 1}))
         assert len(seen) == 1

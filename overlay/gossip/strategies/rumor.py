@@ -12,11 +12,13 @@ A cold rumor is still held (duplicates, digests) but pushed no more.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from overlay.core.limits import batches
 from overlay.gossip.config import RumorConfig
-from overlay.gossip.messages import Carried, Event, Feedback, Rumor
+from overlay.gossip.messages import MAX_BATCH, Carried, Event, Feedback, Rumor
 from overlay.gossip.store import HeldEvent
 from overlay.gossip.strategies.base import Strategy
 
@@ -37,7 +39,7 @@ class RumorMongering(Strategy):
         self.config = config
         self.hot: dict[str, HotRumor] = {}
         #: Per peer, the rumors of the last push to it, until its feedback comes.
-        self._pushed: dict[str, tuple[str, ...]] = {}
+        self._pushed: dict[str, deque[tuple[str, ...]]] = {}
 
     def publish(self, now: float, held: HeldEvent) -> None:
         self.hot[held.body.msg_id] = HotRumor(held)
@@ -66,14 +68,24 @@ class RumorMongering(Strategy):
                 continue
             for dest in targets:
                 pushes.setdefault(dest, []).append(Carried(held.body, held.hop + 1, guided))
+        budget = node.config.sizes.batch_bytes
         for dest, items in pushes.items():
             for item in items:
                 node.trace_forward(dest, item.body, item.hop)
-            self._pushed[dest] = tuple(item.body.msg_id for item in items)
-            node.send(dest, Rumor(tuple(items)))
+            # A push too large for one message goes in several; each is answered by a
+            # feedback of its own, matched to the pushes in the order they were sent.
+            runs = list(batches(items, Carried.cost, budget, MAX_BATCH))
+            self._pushed[dest] = deque(tuple(item.body.msg_id for item in run) for run in runs)
+            for run in runs:
+                node.send(dest, Rumor(tuple(run)))
 
     def on_feedback(self, now: float, src: str, msg: Feedback) -> None:
-        pushed = self._pushed.pop(src, ())
+        waiting = self._pushed.get(src)
+        if not waiting:
+            return
+        pushed = waiting.popleft()
+        if not waiting:
+            del self._pushed[src]
         known = set(msg.known)
         cfg = self.config
         for msg_id in pushed:

@@ -20,6 +20,7 @@ import trio
 
 from overlay.core.errors import FrameError
 from overlay.core.framing import FrameDecoder, MapDecoder, encode_frame
+from overlay.core.limits import SizeLimits
 from overlay.runtime.api.requests import (
     API_VERSION,
     BAD_FRAME,
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("overlay.api")
 
+#: Largest ``rid``: it is echoed as a CBOR integer, never a tagged bignum.
+MAX_RID = (1 << 64) - 1
 #: Requests of one client handled in a row before the connection lets other tasks run.
 REQUESTS_PER_TURN = 64
 
@@ -67,6 +70,7 @@ class ApiConnection:
         self.config = server.config
         self.stream = stream
         self.conn_id = conn_id
+        self.sizes = SizeLimits(self.config.max_frame)
         self.subs: set[int] = set()
         #: Subscriptions whose ``subscribe`` reply is not written yet -> its slot.
         self._unreplied: dict[int, _ReplySlot] = {}
@@ -174,11 +178,12 @@ class ApiConnection:
         publishes is returned instead (the reader waits, so the client is not read)."""
         self.server.stats["requests"] += 1
         rid = req.get("rid")
-        if type(rid) is not int or rid < 0:
-            self._reply_now(None, ApiError(BAD_REQUEST, "a request needs 'rid', an unsigned int"))
+        if type(rid) is not int or not 0 <= rid <= MAX_RID:
+            self._reply_now(None, ApiError(BAD_REQUEST, "a request needs 'rid', an unsigned "
+                                           "int below 2^64"))
             return None
         try:
-            request = parse_request(req)
+            request = parse_request(req, self.sizes)
             if not self.greeted and not isinstance(request, Hello):
                 raise ApiError(BAD_REQUEST, "the first request on a connection must be hello")
             if type(request) is Publish:
@@ -206,7 +211,8 @@ class ApiConnection:
                                f"API version {request.version} is not supported; use 1",
                                supported=[API_VERSION])
             self.greeted = True
-            return {"node": service.node_hex, "version": API_VERSION, "mode": service.mode}
+            return {"node": service.node_hex, "version": API_VERSION, "mode": service.mode,
+                    **self.sizes.to_wire()}
         if isinstance(request, Status):
             return {**service.status(), "api": self.server.status()}
         if not service.ready:
@@ -364,7 +370,7 @@ class ApiConnection:
 
     def _store(self, slot: _ReplySlot, reply: dict[str, Any]) -> None:
         """Encode ``reply`` into its slot and wake the writer."""
-        slot.data = data = encode_frame(reply)
+        slot.data = data = encode_frame(reply, self.config.max_frame)
         self._queued(len(data))
 
     def _push(self, push: Push) -> None:
@@ -373,7 +379,7 @@ class ApiConnection:
             return
         if isinstance(push, Expired):
             self.subs.discard(push.sub)
-        data = encode_frame(push.to_wire())
+        data = encode_frame(push.to_wire(), self.config.max_frame)
         slot = self._unreplied.get(push.sub)
         if slot is not None and slot.trailing is not None:
             slot.trailing.append(data)

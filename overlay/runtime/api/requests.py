@@ -11,7 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from overlay.core.limits import SizeLimits, TooLargeError
+
 API_VERSION = 1
+DEFAULT_SIZES = SizeLimits()
 
 #: Error codes of API.md.
 BAD_FRAME = "bad_frame"
@@ -22,6 +25,8 @@ UNSUPPORTED_VERSION = "unsupported_version"
 NOT_READY = "not_ready"
 OVERLOADED = "overloaded"
 INTERNAL = "internal"
+TOO_LARGE = "too_large"
+TIMEOUT = "timeout"
 
 MAX_TOPIC_CHARS = 1024
 MAX_ATTRS = 256
@@ -29,6 +34,10 @@ MAX_ATTR_KEY_CHARS = 256
 MAX_GROUP_CHARS = 256
 MAX_MSG_ID_CHARS = 64
 _HEX = re.compile(r"[0-9a-f]+")
+#: Attribute integers are 64-bit signed (what every client language and the filters'
+#: comparisons hold exactly).
+MIN_INT = -(1 << 63)
+MAX_INT = (1 << 63) - 1
 
 AttrValue = str | int | float | bool
 
@@ -179,6 +188,9 @@ def _attrs(req: Mapping[str, Any]) -> dict[str, AttrValue]:
             raise _bad(f"attribute {key!r} must be text, integer, number or boolean")
         if isinstance(value, float) and value != value:
             raise _bad(f"attribute {key!r} is NaN")
+        if type(value) is int and not MIN_INT <= value <= MAX_INT:
+            raise _bad(f"attribute {key!r}: integers are 64-bit signed "
+                       f"({MIN_INT}..{MAX_INT})")
     return dict(attrs)
 
 
@@ -189,7 +201,7 @@ def _msg_id(req: Mapping[str, Any]) -> str | None:
     return value
 
 
-def _publish(req: Mapping[str, Any]) -> Publish:
+def _publish(req: Mapping[str, Any], sizes: SizeLimits) -> Publish:
     topic = req.get("topic")
     payload = req.get("payload", b"")
     reliable = req.get("reliable", True)
@@ -199,19 +211,29 @@ def _publish(req: Mapping[str, Any]) -> Publish:
         # publish comes per event, and a call per field cost more than its check. The
         # attrs and msg_id are looked at only when there are some.
         attrs = req.get("attrs")
-        return Publish(topic, {} if type(attrs) is dict and not attrs else _attrs(req),
-                       payload, reliable, _msg_id(req) if "msg_id" in req else None)
-    return Publish(_topic(req), _attrs(req), _get(req, "payload", bytes, False, b""),
-                   _get(req, "reliable", bool, False, True), _msg_id(req))
+        request = Publish(topic, {} if type(attrs) is dict and not attrs else _attrs(req),
+                          payload, reliable, _msg_id(req) if "msg_id" in req else None)
+    else:
+        request = Publish(_topic(req), _attrs(req), _get(req, "payload", bytes, False, b""),
+                          _get(req, "reliable", bool, False, True), _msg_id(req))
+    # Without attributes the payload limit implies the event limit (a topic takes at
+    # most 4 KiB of the room kept beside the largest payload): one length to compare.
+    if request.attrs or len(request.payload) > sizes.max_payload:
+        try:
+            sizes.check_event(request.topic, request.attrs, request.payload)
+        except TooLargeError as exc:
+            raise ApiError(TOO_LARGE, str(exc), **sizes.to_wire()) from None
+    return request
 
 
-def parse_request(req: Mapping[str, Any]) -> Request:
-    """Validate one request map (its ``rid`` already taken out)."""
+def parse_request(req: Mapping[str, Any], sizes: SizeLimits = DEFAULT_SIZES) -> Request:
+    """Validate one request map (its ``rid`` already taken out); ``sizes``: the size
+    model of the daemon's ``max_frame``."""
     op = req.get("op")
     if not isinstance(op, str):
         raise _bad("a request needs a text field 'op'")
     if op == "publish":  # by far the most frequent
-        return _publish(req)
+        return _publish(req, sizes)
     if op == "hello":
         return Hello(version=_get(req, "version", int, True),
                      client=_get(req, "client", str, False))

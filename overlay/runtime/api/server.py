@@ -30,7 +30,7 @@ class ApiConfig:
     tcp: tuple[str, int] | None = None
     allow_remote_tcp: bool = False
     max_frame: int = DEFAULT_MAX_FRAME
-    max_queue_bytes: int = 16 << 20
+    max_queue_bytes: int = 64 << 20
     max_subscriptions_per_connection: int = 10_000
     max_inflight_publishes: int = 4096
     max_connections: int = 1024

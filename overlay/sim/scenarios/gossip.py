@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from matching import parse
+from overlay.core.limits import DEFAULT_MAX_FRAME, SizeLimits
 from overlay.gossip.config import (
     STRATEGY_NAMES,
     AntiEntropyConfig,
@@ -80,6 +81,10 @@ class GossipScenario:
     publish_window: float = 20.0
     drain: float = 30.0
     seed: int = 1
+    #: Bytes of each event's payload, and the overlay's max_frame (the size model that
+    #: bounds the messages carrying several events).
+    payload_bytes: int = 7
+    max_frame: int = DEFAULT_MAX_FRAME
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.topics < 1 or self.subscribers < 0 or self.publishes < 0:
@@ -110,7 +115,8 @@ class GossipScenario:
             hyparview=HyParViewConfig(active_size=self.active_size,
                                       passive_size=max(30, 6 * self.active_size)),
             selective=SelectiveConfig(radius=self.radius) if self.selective else None,
-            round_interval=self.round_interval, aligned_rounds=self.aligned_rounds)
+            round_interval=self.round_interval, aligned_rounds=self.aligned_rounds,
+            sizes=SizeLimits(self.max_frame))
 
     @property
     def publish_from(self) -> float:
@@ -185,19 +191,21 @@ def schedule_traffic(sim: Simulator, scenario: GossipScenario, nodes: list[Gossi
         at = scenario.publish_from + rng.uniform(0, scenario.publish_window)
         node, topic = rng.choice(nodes), f"topic-{rng.randrange(scenario.topics)}"
         attrs = random_event(rng)
-        sim.at(at, lambda n=node, tp=topic, a=attrs: sim.alive(n.address) and sim.invoke(
-            n.address, lambda core, now: core.publish(now, tp, a, b"payload")))
+        payload = b"payload"[:scenario.payload_bytes].ljust(scenario.payload_bytes, b"\xa5")
+        sim.at(at, lambda n=node, tp=topic, a=attrs, p=payload: sim.alive(n.address) and
+               sim.invoke(n.address, lambda core, now: core.publish(now, tp, a, p)))
 
 
 def run_gossip(scenario: GossipScenario, trace_dir: Path | None = None,
-               run_id: str | None = None) -> dict[str, Any]:
-    """Run the scenario; returns the summary (figures from the traces)."""
+               run_id: str | None = None, check_wire: bool = False) -> dict[str, Any]:
+    """Run the scenario; returns the summary (figures from the traces). ``check_wire``:
+    every message crosses the codec and is held to ``max_frame``."""
     if trace_dir is None:
         with tempfile.TemporaryDirectory(prefix="gossip-sim-") as tmp:
-            return run_gossip(scenario, Path(tmp), run_id)
+            return run_gossip(scenario, Path(tmp), run_id, check_wire)
     started = time.perf_counter()
     sim = Simulator(scenario.seed, NetworkConfig(loss=scenario.loss), trace_dir=trace_dir,
-                    run_id=run_id)
+                    run_id=run_id, check_wire=check_wire, max_frame=scenario.max_frame)
     nodes = build(sim, scenario)
     schedule_traffic(sim, scenario, nodes)
     sim.run(until=scenario.end)

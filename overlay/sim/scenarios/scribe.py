@@ -156,7 +156,8 @@ def run_scribe(scenario: ScribeScenario, ring: Ring, trace_dir: Path | None = No
                           replicas=scenario.replicas)
     nodes = ring.build(sim, scenario.nodes, lambda host: ScribeApp(host, config))
     timeline = _Timeline.of(scenario, ring.ready_at)
-    crashed = _schedule(sim, scenario, ring, nodes, timeline)
+    skipped = SkippedCalls()
+    crashed = _schedule(sim, scenario, ring, nodes, timeline, skipped)
     sim.run(until=timeline.publish_until)
     timeline = _drain(sim, nodes, timeline, config, scenario.drain)
     for node in nodes:
@@ -165,6 +166,7 @@ def run_scribe(scenario: ScribeScenario, ring: Ring, trace_dir: Path | None = No
     sim.close()
     summary = summarize(trace_dir, scenario, timeline, crashed)
     summary.update(messages=sim.stats.messages_sent, sim_events=sim.stats.events,
+                   skipped_calls={"subscribe": skipped.subscribe, "publish": skipped.publish},
                    wall_s=round(time.perf_counter() - started, 3))
     return summary
 
@@ -224,8 +226,24 @@ class _Timeline:
                          publish_until + scenario.drain)
 
 
+@dataclass
+class SkippedCalls:
+    """Application calls the scenario drew for a node that had crashed by then: they are
+    not made (an application on a crashed host makes none), only counted."""
+
+    subscribe: int = 0
+    publish: int = 0
+
+    def call(self, sim: Simulator, node: RingNode, kind: str,
+             call: Callable[[Any, float], Any]) -> None:
+        if not sim.alive(node.address):
+            setattr(self, kind, getattr(self, kind) + 1)
+            return
+        sim.invoke(node.address, call)
+
+
 def _schedule(sim: Simulator, scenario: ScribeScenario, ring: Ring, nodes: list[RingNode],
-              timeline: _Timeline) -> list[RingNode]:
+              timeline: _Timeline, skipped: SkippedCalls) -> list[RingNode]:
     rng = sim.rng
     sub_id = 0
     for t in range(scenario.topics):
@@ -237,8 +255,9 @@ def _schedule(sim: Simulator, scenario: ScribeScenario, ring: Ring, nodes: list[
             group = f"g{rng.randrange(scenario.group_names)}" \
                 if rng.random() < scenario.groups else None
             sim.at(timeline.subscribe_at + rng.uniform(0, scenario.subscribe_window),
-                   lambda n=node, s=sub_id, f=text, g=group, tp=topic: sim.invoke(
-                       n.address, lambda core, now: core.app.subscribe(now, tp, f, s, group=g)))
+                   lambda n=node, s=sub_id, f=text, g=group, tp=topic: skipped.call(
+                       sim, n, "subscribe",
+                       lambda core, now: core.app.subscribe(now, tp, f, s, group=g)))
     crashed = _crash_set(scenario, ring, nodes, rng)
     if crashed:
         sim.at(timeline.crash_at, lambda: [ring.crash(sim, node) for node in crashed])
@@ -249,9 +268,9 @@ def _schedule(sim: Simulator, scenario: ScribeScenario, ring: Ring, nodes: list[
         publishers = nodes if at < timeline.crash_at else \
             [n for n in nodes if n not in crashed]
         node = rng.choice(publishers)
-        sim.at(at, lambda n=node, tp=topic, a=attrs: sim.invoke(
-            n.address, lambda core, now: core.app.publish(now, tp, a, b"payload",
-                                                          reliable=scenario.reliable)))
+        sim.at(at, lambda n=node, tp=topic, a=attrs: skipped.call(
+            sim, n, "publish", lambda core, now: core.app.publish(
+                now, tp, a, b"payload", reliable=scenario.reliable)))
     return crashed
 
 

@@ -161,7 +161,7 @@ class TraceCheck:
             "group_extra": group_extra,
         }
 
-    def reliability(self) -> dict[str, Any]:
+    def reliability(self, only_lasting: bool = False) -> dict[str, Any]:
         """Issue 6's promise, checked: every event whose publish was acknowledged (a
         ``publish_ack`` record) reaches every plain subscription that was active when it
         was published, matches it, and sits on a node that did not crash; exactly once,
@@ -171,6 +171,9 @@ class TraceCheck:
         the subscription is in effect, which is when the API answers the subscribe: the
         tree carries its filter from the root down); one that never got there is
         counted in ``never_in_effect`` and expects nothing.
+
+        ``only_lasting``: only subscriptions that never ended expect events (a run that
+        unsubscribes, or whose subscriptions expire, while events are on their way).
 
         ``lost``: such (subscription, event) pairs with no delivery; ``duplicated``: pairs
         delivered more than once; ``out_of_order``: deliveries to a subscription whose seq
@@ -190,7 +193,8 @@ class TraceCheck:
             for sub in self.subs.get(pub["topic"], ()):
                 since = in_effect.get((sub.node, sub.sub), math.inf)
                 if sub.group is None and sub.node not in crashed and sub.filter is not None \
-                        and since <= pub["ts"] and sub.filter.matches(pub.get("attrs") or {}):
+                        and since <= pub["ts"] and (not only_lasting or sub.end == math.inf) \
+                        and sub.filter.matches(pub.get("attrs") or {}):
                     expected.add((sub.node, sub.sub, msg_id))
         counts: Counter[tuple[str, int, str]] = Counter()
         last_seq: dict[tuple[str, int], int] = {}
