@@ -150,19 +150,19 @@ def _in(expr: In) -> Test:
 def like_parts(pattern: str, escape: str | None) -> list[str | None]:
     """The pattern as literal runs (str), ``%`` (None) and ``_`` ("" marks one char).
 
-    Raises ValueError when the pattern ends with its escape character."""
+    The escape character (FILTERS.md, as JMS 2.0 and ActiveMQ read it) makes the ``%``,
+    ``_`` or escape character after it literal; before any other character, or at the
+    end of the pattern, it is a literal character itself."""
     parts: list[str | None] = []
     literal: list[str] = []
     i = 0
     while i < len(pattern):
         ch = pattern[i]
-        if ch == escape:
-            if i + 1 == len(pattern):
-                raise ValueError("the pattern ends with its escape character")
+        if ch == escape and i + 1 < len(pattern) and pattern[i + 1] in ("%", "_", escape):
             literal.append(pattern[i + 1])
             i += 2
             continue
-        if ch in "%_":
+        if ch in "%_" and ch != escape:
             if literal:
                 parts.append("".join(literal))
                 literal = []

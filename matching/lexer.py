@@ -13,6 +13,9 @@ KEYWORDS = frozenset({"AND", "OR", "NOT", "BETWEEN", "IN", "LIKE", "ESCAPE", "IS
 _NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _OPERATORS = ("<>", "!=", "<=", ">=", "=", "<", ">", "(", ")", ",")
+#: Integer literals hold what an attribute integer can (API.md): 64-bit signed.
+MIN_INT = -(1 << 63)
+MAX_INT = (1 << 63) - 1
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,9 @@ def tokenize(text: str) -> list[Token]:
             value: object = float(raw) + 0.0 if is_float else int(raw)
             if is_float and value in (float("inf"), float("-inf")):
                 raise FilterSyntaxError(f"expected a finite number, found {raw}", i)
+            if type(value) is int and not MIN_INT <= value <= MAX_INT:
+                raise FilterSyntaxError(f"expected an integer within -2^63..2^63-1 (as "
+                                        f"attribute integers are), found {raw}", i)
             end = number.end()
             if end < n and (text[end].isalnum() or text[end] in "_."):
                 raise FilterSyntaxError(f"expected a number, found {text[i:end + 1]!r}", i)

@@ -29,7 +29,7 @@ from matching.errors import (
     FilterTooLongError,
     InListTooLongError,
 )
-from matching.evaluate import Test, always, compile_expr, like_parts
+from matching.evaluate import Test, always, compile_expr
 from matching.lexer import Token, tokenize
 
 #: Limits of a filter a client writes (FILTERS.md).
@@ -258,12 +258,9 @@ class _Parser:
             if len(escape) != 1:
                 raise FilterSyntaxError(f"expected exactly one character after ESCAPE, found "
                                         f"{len(escape)}", tok.pos)
-        try:
-            like_parts(pattern, escape)
-        except ValueError as exc:
-            raise FilterSyntaxError(f"expected a character after the escape character, "
-                                    f"found the end of the LIKE pattern ({exc})",
-                                    pattern_tok.pos) from None
+            if escape in ("%", "_"):
+                raise FilterSyntaxError(f"expected an escape character other than the "
+                                        f"wildcards % and _, found {escape!r}", tok.pos)
         return Like(attr, pattern, escape, negated)
 
 

@@ -15,6 +15,8 @@ Readings of API.md chosen here:
   is no root: ``seq`` is null). Without that notice within ``publish_timeout`` the
   reply is ``timeout``, and the client may publish again with the same ``msg_id``
   (the root numbers it once); ``not_ready`` means only that this node has not joined;
+- a subscription's ``expiry`` counts from its reply (the core is told at the reply,
+  by a renew), so that no ``expired`` push comes before the handle it names;
 - the ``subscribe`` reply comes once the subscription is in effect, so that an event
   published after it is delivered: in structured mode once the core's ``subscribed``
   notice says the topic's tree carries the subscription's filter from the root down,
@@ -74,6 +76,9 @@ class CoreService:
         self.subscribe_timeout = subscribe_timeout
         #: Subscriptions waiting for their ``subscribed`` notice.
         self._settling: dict[int, trio.Event] = {}
+        #: Expiries asked for by subscriptions not answered yet (their clock starts at
+        #: the reply).
+        self._expiries: dict[int, float] = {}
         self._sinks: dict[int, Sink] = {}
         self._handles = itertools.count(1)
         #: Fresh msg_ids: 128 random bits, seeded from the OS (``secrets`` would read the
@@ -125,29 +130,39 @@ class CoreService:
             extra.update(replay_last=request.replay.last, replay_since=request.replay.since_seq)
         if self.settles:  # before the call: the notice may come during it (at the root)
             self._settling[handle] = trio.Event()
+        # The expiry clock starts at the reply (in_effect), not here: a short expiry must
+        # not end a subscription before its client holds the handle.
+        if request.expiry is not None:
+            self._expiries[handle] = request.expiry
         try:
             self._call(lambda core, now: core.subscribe(now, request.topic, request.filter,
-                                                        handle, request.expiry, **extra))
+                                                        handle, None, **extra))
         except FilterSyntaxError as exc:
             self._settling.pop(handle, None)
+            self._expiries.pop(handle, None)
             raise ApiError("bad_filter", str(exc), pos=exc.pos) from None
         except (ValueError, LocalProtocolError) as exc:
             self._settling.pop(handle, None)
+            self._expiries.pop(handle, None)
             raise ApiError("bad_request", str(exc)) from None
         self._sinks[handle] = sink
         return handle
 
     async def in_effect(self, sub: int) -> None:
+        """Return once the subscription is in effect (at most ``subscribe_timeout``); its
+        reply goes out then, and its expiry clock starts."""
         settled = self._settling.get(sub)
-        if settled is None:
-            return
         try:
-            with trio.move_on_after(self.subscribe_timeout):
-                await settled.wait()
-                return
-            self.counters["subscribe_unsettled"] += 1
+            if settled is not None:
+                with trio.move_on_after(self.subscribe_timeout):
+                    await settled.wait()
+                if not settled.is_set():
+                    self.counters["subscribe_unsettled"] += 1
         finally:
             self._settling.pop(sub, None)
+            expiry = self._expiries.pop(sub, None)
+            if expiry is not None and sub in self._sinks:
+                self._call(lambda core, now: core.renew(now, sub, expiry))
 
     def renew(self, sub: int, expiry: float) -> None:
         try:
@@ -159,6 +174,7 @@ class CoreService:
 
     def unsubscribe(self, sub: int, reason: str) -> None:
         self._sinks.pop(sub, None)
+        self._expiries.pop(sub, None)
         settling = self._settling.pop(sub, None)
         if settling is not None:
             settling.set()  # its reply need not wait any more

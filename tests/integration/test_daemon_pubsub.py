@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -183,3 +184,22 @@ async def test_ring_and_tree_commands_show_the_live_overlay(ring: cluster.Invent
         if record["parent"] is not None:
             assert nodes[record["parent"]]["depth"] == record["depth"] - 1
             assert record["node"] in nodes[record["parent"]]["children"]
+
+
+def test_a_short_expiry_ends_the_subscription_after_its_reply(ring: cluster.Inventory) -> None:
+    """The expiry clock starts at the subscribe reply: on a new topic whose tree takes a
+    moment to carry the subscription, an expiry far shorter than that still ends the
+    subscription only after the client was given its handle (API.md, subscribe)."""
+    from overlay.client import BlockingClient
+
+    n = ring.nodes
+    for i in range(5):
+        with BlockingClient.connect(n[i].api, timeout=20.0) as client:
+            started = time.monotonic()
+            sub = client.subscribe(f"fresh-expiry-{i}", expiry=0.05)
+            replied = time.monotonic()
+            assert client._events == []  # nothing came before the reply
+            pushes = client.events()
+            assert next(pushes) == sub  # the expired push, for the handle it was given
+            assert time.monotonic() - replied >= 0.04
+            assert replied - started < 10

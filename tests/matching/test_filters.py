@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 
@@ -65,6 +68,13 @@ def test_examples_and_edge_cases(text: str, attrs: dict, expected: bool) -> None
         ("a IN ()", 6, "expected a literal"),
         ("a LIKE 5", 7, "expected a string after LIKE"),
         ("a LIKE 'x' ESCAPE 'ab'", 18, "exactly one character"),
+        ("a LIKE 'x' ESCAPE ''", 18, "exactly one character"),
+        ("a LIKE 'x' ESCAPE '%'", 18, "other than the wildcards"),
+        ("a LIKE 'x' ESCAPE '_'", 18, "other than the wildcards"),
+        ("TRUE >= a", 5, "booleans support only"),
+        ("a = 9223372036854775808", 4, "within -2^63..2^63-1"),
+        ("a IN (1, -9223372036854775809)", 9, "within -2^63..2^63-1"),
+        ("a = 1e999", 4, "expected a finite number"),
         ("a = 'open", 4, "unterminated string"),
         ("a = #", 4, "unexpected character"),
         ("a IS 3", 5, "expected NULL after IS"),
@@ -90,6 +100,42 @@ def test_limits_have_their_own_errors() -> None:
     with pytest.raises(FilterLimitError, match="at most 1024 items in an IN list"):
         parse("a IN (" + ", ".join(["1"] * 1025) + ")")
     parse("a IN (" + ", ".join(["1"] * 1024) + ")")
+
+
+def _docs_table(heading: str) -> list[list[str]]:
+    """The rows of the first table after ``heading`` in docs/FILTERS.md."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "FILTERS.md").read_text()
+    rows = []
+    for line in text[text.index(heading):].splitlines()[1:]:
+        if line.startswith("|"):
+            rows.append([cell.strip() for cell in line.strip("|").split("|")])
+        elif rows:
+            break
+    return rows[2:]  # past the header and its rule
+
+
+def _cell_values(cell: str) -> list[str]:
+    return re.findall(r"`([^`]*)`", cell)
+
+
+def test_like_escape_examples_of_the_docs_hold() -> None:
+    """FILTERS.md's LIKE/ESCAPE table, row by row: the filter, what it matches and what
+    it does not (JMS 2.0's reading, as ActiveMQ 5 and Artemis take it)."""
+    rows = _docs_table("### LIKE and ESCAPE")
+    assert len(rows) >= 6
+    for filter_cell, hits, misses in rows:
+        [text] = _cell_values(filter_cell)
+        f = parse(text)
+        for value in _cell_values(hits):
+            assert f.matches({"a": value}), (text, value)
+        for value in _cell_values(misses):
+            assert not f.matches({"a": value}), (text, value)
+
+
+def test_integer_literals_hold_64_bits_at_their_edges() -> None:
+    assert parse(f"a = {(1 << 63) - 1}").matches({"a": (1 << 63) - 1})
+    assert parse(f"a = {-(1 << 63)}").matches({"a": -(1 << 63)})
+    assert not parse(f"a = {(1 << 63) - 1}").matches({"a": float((1 << 63) - 1)})  # exact
 
 
 def test_keywords_are_case_insensitive() -> None:

@@ -7,10 +7,11 @@ the node; a fault becomes an :class:`ApiError` whose ``code`` is one of API.md's
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from overlay.core.errors import LocalProtocolError
 from overlay.core.limits import SizeLimits, TooLargeError
 
 API_VERSION = 1
@@ -27,6 +28,9 @@ OVERLOADED = "overloaded"
 INTERNAL = "internal"
 TOO_LARGE = "too_large"
 TIMEOUT = "timeout"
+#: Every error code a client may see (docs/API.md's table is checked against it).
+ERROR_CODES = frozenset({BAD_FRAME, BAD_REQUEST, BAD_FILTER, UNKNOWN_SUB, UNSUPPORTED_VERSION,
+                         NOT_READY, OVERLOADED, INTERNAL, TOO_LARGE, TIMEOUT})
 
 MAX_TOPIC_CHARS = 1024
 MAX_ATTRS = 256
@@ -46,6 +50,8 @@ class ApiError(Exception):
     """A request failed; becomes ``{"ok": false, "error": {"code", "message", ...}}``."""
 
     def __init__(self, code: str, message: str, **extra: Any) -> None:
+        if code not in ERROR_CODES:  # a code no client was told of: our misuse
+            raise LocalProtocolError(f"{code!r} is not an API error code")
         super().__init__(message)
         self.code = code
         self.message = message
@@ -226,27 +232,47 @@ def _publish(req: Mapping[str, Any], sizes: SizeLimits) -> Publish:
     return request
 
 
+def _hello(req: Mapping[str, Any], sizes: SizeLimits) -> Hello:
+    return Hello(version=_get(req, "version", int, True), client=_get(req, "client", str, False))
+
+
+def _subscribe(req: Mapping[str, Any], sizes: SizeLimits) -> Subscribe:
+    group = _get(req, "group", str, False)
+    if group is not None and not 0 < len(group) <= MAX_GROUP_CHARS:
+        raise _bad(f"group must have 1 to {MAX_GROUP_CHARS} characters")
+    return Subscribe(topic=_topic(req), filter=_get(req, "filter", str, False, ""),
+                     expiry=_expiry(req, False), replay=_replay(req), group=group)
+
+
+def _renew(req: Mapping[str, Any], sizes: SizeLimits) -> Renew:
+    return Renew(sub=_uint(req, "sub"), expiry=_expiry(req, True))  # type: ignore[arg-type]
+
+
+def _unsubscribe(req: Mapping[str, Any], sizes: SizeLimits) -> Unsubscribe:
+    return Unsubscribe(sub=_uint(req, "sub"))  # type: ignore[arg-type]
+
+
+def _status(req: Mapping[str, Any], sizes: SizeLimits) -> Status:
+    return Status()
+
+
+#: The ops of API.md, each with the parser of its fields (docs/API.md's table of
+#: requests is checked against this one: tests/docs).
+OPS: dict[str, Callable[[Mapping[str, Any], SizeLimits], Request]] = {
+    "publish": _publish, "hello": _hello, "subscribe": _subscribe, "renew": _renew,
+    "unsubscribe": _unsubscribe, "status": _status,
+}
+
+
 def parse_request(req: Mapping[str, Any], sizes: SizeLimits = DEFAULT_SIZES) -> Request:
     """Validate one request map (its ``rid`` already taken out); ``sizes``: the size
     model of the daemon's ``max_frame``."""
     op = req.get("op")
     if not isinstance(op, str):
         raise _bad("a request needs a text field 'op'")
-    if op == "publish":  # by far the most frequent
+    if op == "publish":  # by far the most frequent: no table look-up
         return _publish(req, sizes)
-    if op == "hello":
-        return Hello(version=_get(req, "version", int, True),
-                     client=_get(req, "client", str, False))
-    if op == "subscribe":
-        group = _get(req, "group", str, False)
-        if group is not None and not 0 < len(group) <= MAX_GROUP_CHARS:
-            raise _bad(f"group must have 1 to {MAX_GROUP_CHARS} characters")
-        return Subscribe(topic=_topic(req), filter=_get(req, "filter", str, False, ""),
-                         expiry=_expiry(req, False), replay=_replay(req), group=group)
-    if op == "renew":
-        return Renew(sub=_uint(req, "sub"), expiry=_expiry(req, True))  # type: ignore[arg-type]
-    if op == "unsubscribe":
-        return Unsubscribe(sub=_uint(req, "sub"))  # type: ignore[arg-type]
-    if op == "status":
-        return Status()
-    raise _bad(f"unknown op {op!r}")
+    parser = OPS.get(op)
+    if parser is None:
+        raise _bad(f"unknown op {op!r}")
+    return parser(req, sizes)
