@@ -46,8 +46,8 @@ from chord.successors import SuccessorList
 from overlay.core.errors import LocalProtocolError
 from overlay.core.messages import Message
 from overlay.core.protocol import CoreBase
+from overlay.core.records import TRACE_VERSION
 from overlay.core.timers import Timers
-from overlay.core.tracing import TRACE_VERSION
 
 #: Requests whose failure the RPC layer handles (their answer carries the same rid).
 _REQUESTS = (FindSuccessor, GetNeighbours, Ping, Leave)

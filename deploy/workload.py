@@ -20,7 +20,7 @@ import trio
 from deploy.cluster import NodeEntry
 from matching import parse
 from overlay.client import AsyncClient, ClientError, Event, Subscription, connect
-from overlay.sim.scenarios.flood import FILTER_MIX, random_event
+from overlay.sim.workload import FILTER_MIX, random_event
 
 
 @dataclass(frozen=True)

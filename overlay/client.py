@@ -33,9 +33,9 @@ import trio
 from overlay.core.errors import FrameError
 from overlay.core.framing import FrameDecoder, MapDecoder, encode_frame
 from overlay.core.limits import MIN_MAX_FRAME, SizeLimits, TooLargeError
+from overlay.core.pubsub import AttrValue
 
 API_VERSION = 1
-AttrValue = str | int | float | bool
 
 
 def default_state_dir() -> Path:

@@ -1,15 +1,7 @@
 """Scribe topic trees on the KBR API of Chord, with content filters, anycast groups and
 tree repair. A sans-IO application of the KBR host: see :class:`ScribeApp`."""
 
-from scribe.app import UNSUBSCRIBE_REASONS, ScribeApp
-from scribe.config import DuplicateSubscriptionError, ScribeConfig, UnknownSubscriptionError
-from scribe.dissemination import DeliveredEvent
+from scribe.app import ScribeApp
+from scribe.config import ScribeConfig
 
-__all__ = [
-    "UNSUBSCRIBE_REASONS",
-    "DeliveredEvent",
-    "DuplicateSubscriptionError",
-    "ScribeApp",
-    "ScribeConfig",
-    "UnknownSubscriptionError",
-]
+__all__ = ["ScribeApp", "ScribeConfig"]

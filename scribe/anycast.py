@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from chord.kbr import NodeRef
-from scribe.messages import AttrValue
+from overlay.core.pubsub import AttrValue
 from scribe.subscriptions import Subscription, TopicSubscriptions
 from scribe.tree import ChildEdge, TopicTree
 

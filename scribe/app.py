@@ -24,12 +24,19 @@ from typing import Any
 from chord.kbr import KbrHost, NodeRef
 from matching import parse
 from overlay.core.messages import Message
+from overlay.core.pubsub import (
+    AttrValue,
+    Capabilities,
+    check_group,
+    check_topic,
+    check_unsubscribe_reason,
+    expiry_time,
+)
 from scribe.config import ScribeConfig
 from scribe.dissemination import Dissemination
 from scribe.membership import Membership
 from scribe.messages import (
     AnycastBack,
-    AttrValue,
     DigestUpdate,
     Disown,
     Event,
@@ -50,8 +57,6 @@ from scribe.messages import (
     Restore,
     RootHandover,
     TreeInfo,
-    check_group,
-    check_topic,
 )
 from scribe.misrouted import Misrouted
 from scribe.ordering import Ordering
@@ -60,14 +65,15 @@ from scribe.repair import Repair
 from scribe.replay import Replays
 from scribe.root_pulls import RootPulls
 from scribe.state import TICK, ScribeState
-from scribe.subscriptions import Subscription, expiry_time
-
-#: Why a local subscription ended (TRACES.md ``unsubscribe.reason``).
-UNSUBSCRIBE_REASONS = ("client", "expired", "disconnect")
+from scribe.subscriptions import Subscription
 
 
 class ScribeApp:
     """One node's Scribe: plug it into a KBR host (``host.local``, ``host.rng`` ...)."""
+
+    #: Scribe retains and numbers a topic's events, serves anycast groups, and says
+    #: when a subscription is in effect (``subscribed``).
+    capabilities = Capabilities(replay=True, groups=True, settles=True, numbered=True)
 
     def __init__(self, host: KbrHost, config: ScribeConfig | None = None) -> None:
         self.state = ScribeState(host, config or ScribeConfig())
@@ -154,8 +160,7 @@ class ScribeApp:
 
     def unsubscribe(self, now: float, sub_id: int, reason: str = "client") -> None:
         """End a local subscription. Raises ``UnknownSubscriptionError``."""
-        if reason not in UNSUBSCRIBE_REASONS:
-            raise ValueError(f"reason must be one of {UNSUBSCRIBE_REASONS}, got {reason!r}")
+        check_unsubscribe_reason(reason)
         s = self.state
         sub = s.subs.remove(sub_id)
         s.timers.cancel(("expire", sub_id))

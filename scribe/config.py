@@ -1,10 +1,9 @@
-"""Configuration of a Scribe node and the errors its application calls raise."""
+"""Configuration of a Scribe node."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from overlay.core.errors import LocalProtocolError
 from overlay.core.limits import SizeLimits
 
 
@@ -90,21 +89,3 @@ class ScribeConfig:
             raise ValueError(f"replicas must be >= 0, got {self.replicas}")
         if self.max_redirects < 0:
             raise ValueError(f"max_redirects must be >= 0, got {self.max_redirects}")
-
-
-class UnknownSubscriptionError(LocalProtocolError):
-    """An application call named a subscription this node does not hold (API ``unknown_sub``)."""
-
-    code = "unknown_sub"
-
-    def __init__(self, sub_id: int) -> None:
-        super().__init__(f"no subscription {sub_id} on this node")
-        self.sub_id = sub_id
-
-
-class DuplicateSubscriptionError(LocalProtocolError):
-    """``subscribe`` was given a handle that is already in use on this node."""
-
-    def __init__(self, sub_id: int) -> None:
-        super().__init__(f"subscription {sub_id} already exists on this node")
-        self.sub_id = sub_id

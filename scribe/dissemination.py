@@ -14,37 +14,20 @@ order once nothing before them is missing.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from chord.kbr import NodeRef
+from overlay.core.pubsub import DeliveredEvent
 from scribe.anycast import GroupSearch, Steering
-from scribe.messages import AnycastBack, AttrValue, Event, EventBody, Leave, group_runs
+from scribe.messages import AnycastBack, Event, EventBody, Leave, group_runs
 from scribe.state import ScribeState
 from scribe.subscriptions import Subscription, TopicSubscriptions
 from scribe.tree import TopicTree
 
 if TYPE_CHECKING:
     from scribe.ordering import Ordering
-
-
-@dataclass(slots=True)  # one per delivery, and frozen costs each field a call
-class DeliveredEvent:
-    """What a local subscription receives (the fields of the API's ``notify`` push)."""
-
-    topic: str
-    msg_id: str
-    #: Number the topic's root gave the event (per topic, from 1).
-    seq: int | None
-    attrs: Mapping[str, AttrValue]
-    payload: bytes
-    #: Hex id of the node where it was published.
-    publisher: str
-    #: Publish time given by the publishing application.
-    ts: float
-    #: Depth of the receiving node in the tree (overlay hops from the root).
-    hop: int
 
 
 @dataclass(slots=True)

@@ -7,53 +7,27 @@ Routed through the DHT toward a topic's key: :class:`Join`, :class:`Publish`,
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from chord.kbr import NodeRef
 from matching import Summary
 from overlay.core.limits import GROUP_BYTES, batches, event_cost
 from overlay.core.messages import Message, Record, message, record
+from overlay.core.pubsub import (
+    MAX_TOPIC_CHARS,
+    Attrs,
+    check_attrs,
+    check_group,
+    check_hex,
+    check_msg_id,
+    check_topic,
+    is_hex_id,
+)
 
-#: Longest topic name, in characters.
-MAX_TOPIC_CHARS = 1024
-#: Longest anycast group name, in characters.
-MAX_GROUP_CHARS = 256
 #: Most groups one subtree digest may advertise.
 MAX_GROUPS = 4096
-#: Longest message id (hex text).
-MAX_MSG_ID_CHARS = 64
 #: Deepest tree a path to the root may describe.
 MAX_PATH = 1024
-
-#: A whole msg_id (a regular expression: several times cheaper than a set of its
-#: characters, and checked for every event a node handles).
-_MSG_ID = re.compile(f"[0-9a-f]{{1,{MAX_MSG_ID_CHARS}}}").fullmatch
-
-AttrValue = str | int | float | bool
-Attrs = dict[str, AttrValue]
-
-
-def check_topic(topic: str) -> None:
-    if not 0 < len(topic) <= MAX_TOPIC_CHARS:
-        raise ValueError(f"a topic has 1..{MAX_TOPIC_CHARS} characters, got {len(topic)}")
-
-
-def check_group(group: str) -> None:
-    if not 0 < len(group) <= MAX_GROUP_CHARS:
-        raise ValueError(f"a group has 1..{MAX_GROUP_CHARS} characters, got {len(group)}")
-
-
-def check_msg_id(msg_id: str) -> None:
-    if _MSG_ID(msg_id) is None:
-        raise ValueError(f"a msg_id is 1..{MAX_MSG_ID_CHARS} lowercase hex digits, "
-                         f"got {msg_id[:80]!r}")
-
-
-def check_attrs(attrs: dict[str, Any]) -> None:
-    for name, value in attrs.items():
-        if not isinstance(name, str) or not isinstance(value, str | int | float | bool):
-            raise ValueError(f"attribute {name!r}: names are text, values text/int/float/bool")
 
 
 # -- records carried inside messages ---------------------------------------------------------
@@ -110,8 +84,10 @@ class EventBody(Record):
         # made per event, and a call costs more than the test).
         if not 0 < len(self.topic) <= MAX_TOPIC_CHARS:
             check_topic(self.topic)
-        if _MSG_ID(self.msg_id) is None:
+        if not is_hex_id(self.msg_id):
             check_msg_id(self.msg_id)
+        if not is_hex_id(self.publisher):
+            check_hex(self.publisher, "a publisher id")
         if self.attrs:
             check_attrs(self.attrs)
         if self.seq is not None and self.seq < 1:

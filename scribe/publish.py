@@ -17,9 +17,10 @@ from collections import OrderedDict
 from collections.abc import Mapping
 
 from chord.kbr import NodeRef
+from overlay.core.pubsub import AttrValue
 from scribe.dissemination import Dissemination
 from scribe.membership import Membership
-from scribe.messages import AttrValue, EventBody, Publish, PublishAck
+from scribe.messages import EventBody, Publish, PublishAck
 from scribe.retention import Retention
 from scribe.state import ScribeState
 

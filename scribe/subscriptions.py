@@ -9,14 +9,16 @@ members.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from matching import Filter, Index
-from scribe.config import DuplicateSubscriptionError, UnknownSubscriptionError
-from scribe.messages import AttrValue
+from overlay.core.pubsub import (
+    AttrValue,
+    DuplicateSubscriptionError,
+    UnknownSubscriptionError,
+)
 from scribe.summaries import Digest, local_digest
 
 
@@ -33,16 +35,6 @@ class Subscription:
     last_seq: int = 0
     #: While its replay is awaited, live events wait here (handed over after it).
     replay_queue: list[Any] | None = None
-
-
-def expiry_time(now: float, expiry: float | None) -> float | None:
-    """When a subscription given ``expiry`` seconds of life at ``now`` ends."""
-    if expiry is None:
-        return None
-    if isinstance(expiry, bool) or not isinstance(expiry, int | float) or \
-            not math.isfinite(expiry) or expiry <= 0:
-        raise ValueError(f"expiry must be a positive number of seconds, got {expiry!r}")
-    return now + float(expiry)
 
 
 class TopicSubscriptions:

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from matching import Filter, Summary
-from scribe.messages import AttrValue, DigestWire, GroupDigestWire
+from overlay.core.pubsub import AttrValue
+from scribe.messages import DigestWire, GroupDigestWire
 
 #: The filter every event matches: what a summary holds when summaries are switched off.
 MATCH_ALL = Filter(None)

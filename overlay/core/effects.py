@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from overlay.core.messages import Message
+from overlay.core.pubsub import DeliveredEvent
 
 
 class Effect:
@@ -36,7 +37,7 @@ class Deliver(Effect):
     """Hand ``event`` to the local subscription ``sub``."""
 
     sub: int
-    event: Any
+    event: DeliveredEvent
 
 
 @dataclass(slots=True)  # not frozen: several per event, and frozen costs on the way

@@ -23,7 +23,6 @@ import structlog
 
 DEFAULT_MAX_BYTES = 64 << 20
 DEFAULT_BUFFER_BYTES = 32 << 10
-TRACE_VERSION = 1
 
 
 class RotatingJsonlFile:

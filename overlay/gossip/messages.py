@@ -17,10 +17,9 @@ from typing import Any
 from matching.summary import DEFAULT_MAX_FILTERS
 from overlay.core.limits import event_cost
 from overlay.core.messages import Message, Record, message, record
+from overlay.core.pubsub import Attrs, check_attrs, check_hex, check_topic
 from overlay.gossip.summaries import part_from_wire
 
-MAX_TOPIC_CHARS = 1024
-MAX_MSG_ID_CHARS = 64
 MAX_ADDRESS_CHARS = 256
 #: Most events one batch (rumor push, repair answer) or one digest may carry.
 MAX_BATCH = 4096
@@ -33,28 +32,6 @@ MAX_HOPS = 1 << 16
 MAX_INTEREST_TOPICS = 4096
 MAX_RADIUS = 16
 MAX_NAMED = 1024
-
-_HEX = frozenset("0123456789abcdef")
-
-AttrValue = str | int | float | bool
-Attrs = dict[str, AttrValue]
-
-
-def check_topic(topic: str) -> None:
-    if not 0 < len(topic) <= MAX_TOPIC_CHARS:
-        raise ValueError(f"a topic has 1..{MAX_TOPIC_CHARS} characters, got {len(topic)}")
-
-
-def check_hex(text: str, what: str) -> None:
-    if not 0 < len(text) <= MAX_MSG_ID_CHARS or not set(text) <= _HEX:
-        raise ValueError(f"{what} is 1..{MAX_MSG_ID_CHARS} lowercase hex digits, "
-                         f"got {text[:80]!r}")
-
-
-def check_attrs(attrs: dict[str, Any]) -> None:
-    for name, value in attrs.items():
-        if not isinstance(name, str) or not isinstance(value, str | int | float | bool):
-            raise ValueError(f"attribute {name!r}: names are text, values text/int/float/bool")
 
 
 def check_address(address: str) -> None:

@@ -36,12 +36,19 @@ from overlay.core.errors import LocalProtocolError
 from overlay.core.ids import DEFAULT_ID_BITS, format_id, hash_id
 from overlay.core.messages import Message
 from overlay.core.protocol import CoreBase
+from overlay.core.pubsub import (
+    AttrValue,
+    Capabilities,
+    DeliveredEvent,
+    check_topic,
+    check_unsubscribe_reason,
+    expiry_time,
+)
 from overlay.core.timers import Timers
 from overlay.gossip.config import GossipConfig
 from overlay.gossip.digests import DigestRepair
 from overlay.gossip.hyparview import HyParView
 from overlay.gossip.messages import (
-    AttrValue,
     Digest,
     Event,
     EventBody,
@@ -50,19 +57,12 @@ from overlay.gossip.messages import (
     Repair,
     Request,
     Rumor,
-    check_topic,
 )
 from overlay.gossip.sampling import FullView, PeerSampler
 from overlay.gossip.selective import InterestRouting
 from overlay.gossip.store import EventStore, HeldEvent
 from overlay.gossip.strategies import make_strategy
-from overlay.gossip.subscriptions import (
-    UNSUBSCRIBE_REASONS,
-    DeliveredEvent,
-    Subscription,
-    Subscriptions,
-    expiry_time,
-)
+from overlay.gossip.subscriptions import Subscription, Subscriptions
 
 #: Timer names: the node's round, forgetting old events, batched interest adverts.
 ROUND = "round"
@@ -81,6 +81,10 @@ def node_hex(address: str, bits: int = DEFAULT_ID_BITS) -> str:
 
 
 class GossipNode(CoreBase):
+    #: Nothing is retained or numbered, there are no groups, and a subscription is in
+    #: effect as soon as it is made.
+    capabilities = Capabilities(replay=False, groups=False, settles=False, numbered=False)
+
     def __init__(self, address: str, rng: random.Random, config: GossipConfig | None = None,
                  bits: int = DEFAULT_ID_BITS) -> None:
         super().__init__(address)
@@ -146,8 +150,7 @@ class GossipNode(CoreBase):
     def unsubscribe(self, now: float, sub_id: int, reason: str = "client") -> None:
         """End a local subscription; ``reason`` is ``client``, ``expired`` or ``disconnect``.
         Raises ``UnknownSubscriptionError``."""
-        if reason not in UNSUBSCRIBE_REASONS:
-            raise ValueError(f"reason must be one of {UNSUBSCRIBE_REASONS}, got {reason!r}")
+        check_unsubscribe_reason(reason)
         sub = self.subs.remove(sub_id)
         self.timers.cancel(("expire", sub_id))
         self.trace("unsubscribe", topic=sub.topic, sub=sub_id, reason=reason)

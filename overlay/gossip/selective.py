@@ -55,8 +55,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from matching import Summary
+from overlay.core.pubsub import AttrValue
 from overlay.gossip.config import SelectiveConfig
-from overlay.gossip.messages import AttrValue, Interest, Named, TopicInterest
+from overlay.gossip.messages import Interest, Named, TopicInterest
 from overlay.gossip.summaries import (
     Memo,
     Part,

@@ -1,4 +1,4 @@
-"""A node's local subscriptions, what they receive, and the errors application calls raise.
+"""A node's local subscriptions.
 
 Subscriptions are kept by handle and per topic; an event is handed to each subscription
 of its topic whose filter matches (in handle order, so runs are deterministic).
@@ -6,52 +6,11 @@ of its topic whose filter matches (in handle order, so runs are deterministic).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from matching import Filter, Summary
-from overlay.core.errors import LocalProtocolError
-from overlay.gossip.messages import AttrValue
-
-#: Why a local subscription ended (TRACES.md ``unsubscribe.reason``).
-UNSUBSCRIBE_REASONS = ("client", "expired", "disconnect")
-
-
-class UnknownSubscriptionError(LocalProtocolError):
-    """An application call named a subscription this node does not hold (API ``unknown_sub``)."""
-
-    code = "unknown_sub"
-
-    def __init__(self, sub_id: int) -> None:
-        super().__init__(f"no subscription {sub_id} on this node")
-        self.sub_id = sub_id
-
-
-class DuplicateSubscriptionError(LocalProtocolError):
-    """``subscribe`` was given a handle that is already in use on this node."""
-
-    def __init__(self, sub_id: int) -> None:
-        super().__init__(f"subscription {sub_id} already exists on this node")
-        self.sub_id = sub_id
-
-
-@dataclass(frozen=True, slots=True)
-class DeliveredEvent:
-    """What a local subscription receives (the fields of the API's ``notify`` push)."""
-
-    topic: str
-    msg_id: str
-    #: Always None in unstructured mode: nobody numbers a topic's events.
-    seq: int | None
-    attrs: Mapping[str, AttrValue]
-    payload: bytes
-    #: Hex id of the node where it was published.
-    publisher: str
-    #: Publish time given by the publishing application.
-    ts: float
-    #: Overlay transmissions from the publisher's node to this one.
-    hop: int
+from overlay.core.pubsub import AttrValue, DuplicateSubscriptionError, UnknownSubscriptionError
 
 
 @dataclass
@@ -62,16 +21,6 @@ class Subscription:
     filter: Filter
     #: Time (driver's clock) when it ends unless renewed; None: never.
     expires_at: float | None
-
-
-def expiry_time(now: float, expiry: float | None) -> float | None:
-    """When a subscription given ``expiry`` seconds of life at ``now`` ends."""
-    if expiry is None:
-        return None
-    if isinstance(expiry, bool) or not isinstance(expiry, int | float) or \
-            not math.isfinite(expiry) or expiry <= 0:
-        raise ValueError(f"expiry must be a positive number of seconds, got {expiry!r}")
-    return now + float(expiry)
 
 
 class Subscriptions:

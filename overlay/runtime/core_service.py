@@ -44,6 +44,7 @@ import trio
 from matching import FilterSyntaxError
 from overlay.core.effects import Deliver, Notice
 from overlay.core.errors import LocalProtocolError
+from overlay.core.pubsub import Capabilities, UnknownSubscriptionError
 from overlay.runtime.api import ApiError, Expired, Notification, PublishResult, Sink
 from overlay.runtime.api.requests import Publish, Subscribe
 from overlay.runtime.api.service import Done
@@ -62,12 +63,8 @@ class CoreService:
     """Base of the modes' services; subclasses say how to reach the pub/sub core."""
 
     mode = ""
-    #: Whether subscriptions may name an anycast group.
-    groups = False
-    #: The core's "no such subscription" error.
-    unknown_sub_error: type[Exception] = LookupError
-    #: Whether the core says when a subscription is in effect (``subscribed`` notice).
-    settles = False
+    #: What the mode's core serves beyond plain subscriptions.
+    capabilities: Capabilities
 
     def __init__(self, daemon: Daemon, publish_timeout: float = DEFAULT_PUBLISH_TIMEOUT,
                  subscribe_timeout: float = DEFAULT_SUBSCRIBE_TIMEOUT) -> None:
@@ -119,16 +116,17 @@ class CoreService:
 
     def subscribe(self, request: Subscribe, sink: Sink) -> int:
         self._require_ready()
-        if request.replay is not None and not self.groups:
+        capabilities = self.capabilities
+        if request.replay is not None and not capabilities.replay:
             raise ApiError("bad_request", f"replay is not served in {self.mode} mode: no "
                            "root retains a topic's events there")
-        if request.group is not None and not self.groups:
+        if request.group is not None and not capabilities.groups:
             raise ApiError("bad_request", f"groups are not served in {self.mode} mode")
         handle = next(self._handles)
-        extra: dict[str, Any] = {"group": request.group} if self.groups else {}
+        extra: dict[str, Any] = {"group": request.group} if capabilities.groups else {}
         if request.replay is not None:
             extra.update(replay_last=request.replay.last, replay_since=request.replay.since_seq)
-        if self.settles:  # before the call: the notice may come during it (at the root)
+        if capabilities.settles:  # before the call: the notice may come during it (at the root)
             self._settling[handle] = trio.Event()
         # The expiry clock starts at the reply (in_effect), not here: a short expiry must
         # not end a subscription before its client holds the handle.
@@ -167,7 +165,7 @@ class CoreService:
     def renew(self, sub: int, expiry: float) -> None:
         try:
             self._call(lambda core, now: core.renew(now, sub, expiry))
-        except self.unknown_sub_error:
+        except UnknownSubscriptionError:
             raise ApiError("unknown_sub", f"no subscription {sub}") from None
         except ValueError as exc:
             raise ApiError("bad_request", str(exc)) from None
@@ -180,7 +178,7 @@ class CoreService:
             settling.set()  # its reply need not wait any more
         try:
             self._call(lambda core, now: core.unsubscribe(now, sub, reason))
-        except self.unknown_sub_error:
+        except UnknownSubscriptionError:
             raise ApiError("unknown_sub", f"no subscription {sub}") from None
 
     def publish_unreliable(self, requests: Sequence[Publish]) -> list[PublishResult | ApiError]:
@@ -275,8 +273,7 @@ class CoreService:
             self.counters["undeliverable"] += 1
             return
         self.counters["delivered"] += 1
-        sink(Notification(effect.sub, event.topic, event.msg_id, event.seq, event.attrs,
-                          event.payload, event.publisher, event.ts))
+        sink(Notification(effect.sub, event))
 
     def _on_notice(self, notice: Notice) -> None:
         if notice.kind == "published":

@@ -12,10 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from overlay.core.tracing import TRACE_VERSION
+from overlay.core.records import TRACE_VERSION
 from overlay.gossip.config import GossipConfig, config_from_settings
 from overlay.gossip.node import GossipNode
-from overlay.gossip.subscriptions import UnknownSubscriptionError
 from overlay.runtime.config import ConfigError
 from overlay.runtime.core_service import CoreService
 
@@ -46,7 +45,7 @@ class GossipKind:
 
 class GossipService(CoreService):
     mode = "unstructured"
-    unknown_sub_error = UnknownSubscriptionError
+    capabilities = GossipNode.capabilities
 
     @property
     def ready(self) -> bool:

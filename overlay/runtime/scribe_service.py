@@ -11,14 +11,11 @@ from overlay.runtime.api import ApiError
 from overlay.runtime.api.requests import Publish
 from overlay.runtime.core_service import CoreService
 from scribe.app import ScribeApp
-from scribe.config import UnknownSubscriptionError
 
 
 class ScribeService(CoreService):
     mode = "structured"
-    groups = True
-    unknown_sub_error = UnknownSubscriptionError
-    settles = True
+    capabilities = ScribeApp.capabilities
 
     @property
     def ready(self) -> bool:

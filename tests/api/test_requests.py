@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from overlay.runtime.api.requests import MAX_TOPIC_CHARS, ApiError, Publish, parse_request
+from overlay.core.pubsub import MAX_TOPIC_CHARS
+from overlay.runtime.api.requests import ApiError, Publish, parse_request
 
 PAYLOAD = b"\x00p"
 
@@ -33,16 +34,20 @@ def test_good_publishes(request_map: dict[str, Any], expected: Publish) -> None:
     ("request_map", "message"),
     [
         ({}, "missing field 'topic'"),
-        ({"topic": ""}, "topic must have 1 to"),
-        ({"topic": "x" * (MAX_TOPIC_CHARS + 1)}, "topic must have 1 to"),
+        ({"topic": ""}, "a topic is text of 1 to 1024"),
+        ({"topic": "x" * (MAX_TOPIC_CHARS + 1)}, "a topic is text of 1 to 1024"),
         ({"topic": 5}, "field 'topic' must be text"),
         ({"topic": "t", "payload": "text"}, "field 'payload' must be bytes"),
         ({"topic": "t", "reliable": 1}, "field 'reliable' must be a boolean"),
         ({"topic": "t", "attrs": []}, "field 'attrs' must be a map"),
         ({"topic": "t", "attrs": {"k": [1]}}, "attribute 'k' must be"),
         ({"topic": "t", "attrs": {"k": float("nan")}}, "attribute 'k' is NaN"),
-        ({"topic": "t", "attrs": {"": 1}}, "attribute names must be text"),
-        ({"topic": "t", "msg_id": "XYZ"}, "msg_id must be lowercase hex"),
+        ({"topic": "t", "attrs": {"": 1}}, "attribute names are text of 1 to 256"),
+        ({"topic": "t", "msg_id": "XYZ"}, "a msg_id is 1 to 64 lowercase hex"),
+        ({"topic": "t", "attrs": {"k": 1 << 63}}, "integers are 64-bit"),
+        ({"topic": "t", "attrs": {"k": -(1 << 63) - 1}}, "integers are 64-bit"),
+        ({"topic": "t", "attrs": {str(i): i for i in range(257)}}, "at most 256 attributes"),
+        ({"topic": "t", "attrs": {"a" * 257: 1}}, "attribute names are text of 1 to 256"),
         ({"topic": "t", "msg_id": 7}, "field 'msg_id' must be text"),
     ],
 )

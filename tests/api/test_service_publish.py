@@ -42,11 +42,11 @@ async def test_batches_of_publishes_are_published_in_order(
             while len(pushes) < 2:
                 await trio.sleep(0.02)
         assert all(isinstance(p, Notification) for p in pushes)
-        got = [(p.payload, p.msg_id) for p in pushes if isinstance(p, Notification)]
+        got = [(p.event.payload, p.event.msg_id) for p in pushes if isinstance(p, Notification)]
         ok = [o for o in outcomes if isinstance(o, PublishResult)]
         assert got == [(b"p2", ok[2].msg_id), (b"p3", ok[3].msg_id)]
         if mode == "structured":  # numbered by the root in publish order
-            assert [p.seq for p in pushes if isinstance(p, Notification)] == [3, 4]
+            assert [p.event.seq for p in pushes if isinstance(p, Notification)] == [3, 4]
         answers: list[PublishResult | ApiError] = []
         reliable = [Publish("t", {"n": 9}, msg_id=f"{i:04x}") for i in range(3)]
         assert service.begin_publishes(reliable, [answers.append] * 3) == [True] * 3

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from matching import parse
-from scribe import DeliveredEvent, ScribeConfig
+from overlay.core.pubsub import DeliveredEvent
+from scribe import ScribeConfig
 from scribe.dissemination import EventMemory, HandledEvent
 from scribe.messages import Event, EventBody, JoinAck, Leave, Publish, PublishAck
 from scribe.subscriptions import Subscription, TopicSubscriptions

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from matching import FilterSyntaxError, Summary
-from scribe import DuplicateSubscriptionError, ScribeConfig, UnknownSubscriptionError
+from overlay.core.pubsub import DuplicateSubscriptionError, UnknownSubscriptionError
+from scribe import ScribeConfig
 from scribe.messages import DigestUpdate, Event, Join, JoinAck, Leave
 from scribe.summaries import Digest
 from tests.scribe.helpers import MID, TOPIC, attach, digest, join, make, ref

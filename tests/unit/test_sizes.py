@@ -19,8 +19,8 @@ from overlay.core.limits import (
     event_size,
 )
 from overlay.core.messages import Message, encode_message
+from overlay.core.pubsub import MAX_ATTRS, MAX_TOPIC_CHARS
 from overlay.gossip import messages as gossip
-from overlay.runtime.api.requests import MAX_ATTRS, MAX_TOPIC_CHARS
 from scribe import messages as scribe
 
 BIG_ID = (1 << 128) - 1

@@ -6,13 +6,20 @@ the node; a fault becomes an :class:`ApiError` whose ``code`` is one of API.md's
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from overlay.core.errors import LocalProtocolError
 from overlay.core.limits import SizeLimits, TooLargeError
+from overlay.core.pubsub import (
+    MAX_TOPIC_CHARS,
+    AttrValue,
+    check_attrs,
+    check_group,
+    check_msg_id,
+    check_topic,
+)
 
 API_VERSION = 1
 DEFAULT_SIZES = SizeLimits()
@@ -31,19 +38,6 @@ TIMEOUT = "timeout"
 #: Every error code a client may see (docs/API.md's table is checked against it).
 ERROR_CODES = frozenset({BAD_FRAME, BAD_REQUEST, BAD_FILTER, UNKNOWN_SUB, UNSUPPORTED_VERSION,
                          NOT_READY, OVERLOADED, INTERNAL, TOO_LARGE, TIMEOUT})
-
-MAX_TOPIC_CHARS = 1024
-MAX_ATTRS = 256
-MAX_ATTR_KEY_CHARS = 256
-MAX_GROUP_CHARS = 256
-MAX_MSG_ID_CHARS = 64
-_HEX = re.compile(r"[0-9a-f]+")
-#: Attribute integers are 64-bit signed (what every client language and the filters'
-#: comparisons hold exactly).
-MIN_INT = -(1 << 63)
-MAX_INT = (1 << 63) - 1
-
-AttrValue = str | int | float | bool
 
 
 class ApiError(Exception):
@@ -158,9 +152,16 @@ def _uint(req: Mapping[str, Any], name: str, required: bool = True) -> int | Non
 
 def _topic(req: Mapping[str, Any]) -> str:
     topic = _get(req, "topic", str, True)
-    if not topic or len(topic) > MAX_TOPIC_CHARS:
-        raise _bad(f"topic must have 1 to {MAX_TOPIC_CHARS} characters")
-    return topic
+    _checked(check_topic, topic, "topic")
+    return topic  # type: ignore[no-any-return]  # _get checked its kind
+
+
+def _checked(check: Callable[[Any], None], value: Any, field: str) -> None:
+    """A check of overlay.core.pubsub, its ValueError a ``bad_request`` naming ``field``."""
+    try:
+        check(value)
+    except ValueError as exc:
+        raise _bad(f"field {field!r}: {exc}") from None
 
 
 def _expiry(req: Mapping[str, Any], required: bool) -> float | None:
@@ -185,26 +186,15 @@ def _replay(req: Mapping[str, Any]) -> Replay | None:
 
 def _attrs(req: Mapping[str, Any]) -> dict[str, AttrValue]:
     attrs = _get(req, "attrs", dict, False, {})
-    if len(attrs) > MAX_ATTRS:
-        raise _bad(f"at most {MAX_ATTRS} attributes")
-    for key, value in attrs.items():
-        if not isinstance(key, str) or not key or len(key) > MAX_ATTR_KEY_CHARS:
-            raise _bad(f"attribute names must be text of 1 to {MAX_ATTR_KEY_CHARS} characters")
-        if not isinstance(value, str | int | float | bool):
-            raise _bad(f"attribute {key!r} must be text, integer, number or boolean")
-        if isinstance(value, float) and value != value:
-            raise _bad(f"attribute {key!r} is NaN")
-        if type(value) is int and not MIN_INT <= value <= MAX_INT:
-            raise _bad(f"attribute {key!r}: integers are 64-bit signed "
-                       f"({MIN_INT}..{MAX_INT})")
+    _checked(check_attrs, attrs, "attrs")
     return dict(attrs)
 
 
 def _msg_id(req: Mapping[str, Any]) -> str | None:
     value = _get(req, "msg_id", str, False)
-    if value is not None and (not 0 < len(value) <= MAX_MSG_ID_CHARS or not _HEX.fullmatch(value)):
-        raise _bad(f"msg_id must be lowercase hex text of 1 to {MAX_MSG_ID_CHARS} digits")
-    return value
+    if value is not None:
+        _checked(check_msg_id, value, "msg_id")
+    return value  # type: ignore[no-any-return]  # _get checked its kind
 
 
 def _publish(req: Mapping[str, Any], sizes: SizeLimits) -> Publish:
@@ -238,8 +228,8 @@ def _hello(req: Mapping[str, Any], sizes: SizeLimits) -> Hello:
 
 def _subscribe(req: Mapping[str, Any], sizes: SizeLimits) -> Subscribe:
     group = _get(req, "group", str, False)
-    if group is not None and not 0 < len(group) <= MAX_GROUP_CHARS:
-        raise _bad(f"group must have 1 to {MAX_GROUP_CHARS} characters")
+    if group is not None:
+        _checked(check_group, group, "group")
     return Subscribe(topic=_topic(req), filter=_get(req, "filter", str, False, ""),
                      expiry=_expiry(req, False), replay=_replay(req), group=group)
 

@@ -8,12 +8,13 @@ the ``Sink`` each subscription was created with.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from overlay.runtime.api.requests import ApiError, AttrValue, Publish, Subscribe
+from overlay.core.pubsub import DeliveredEvent
+from overlay.runtime.api.requests import ApiError, Publish, Subscribe
 
 
 @dataclass(slots=True)  # not frozen: made for every event, and frozen costs on the way
@@ -21,18 +22,13 @@ class Notification:
     """One event for one subscription (the ``notify`` push of API.md)."""
 
     sub: int
-    topic: str
-    msg_id: str
-    seq: int | None
-    attrs: Mapping[str, AttrValue]
-    payload: bytes
-    publisher: str
-    ts: float
+    event: DeliveredEvent
 
     def to_wire(self) -> dict[str, Any]:
-        return {"event": "notify", "sub": self.sub, "topic": self.topic, "msg_id": self.msg_id,
-                "seq": self.seq, "attrs": self.attrs, "payload": self.payload,
-                "publisher": self.publisher, "ts": self.ts}
+        event = self.event
+        return {"event": "notify", "sub": self.sub, "topic": event.topic,
+                "msg_id": event.msg_id, "seq": event.seq, "attrs": event.attrs,
+                "payload": event.payload, "publisher": event.publisher, "ts": event.ts}
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from typing import Any
 
 from matching import parse
 from overlay.core.limits import DEFAULT_MAX_FRAME, SizeLimits
+from overlay.core.records import TRACE_VERSION
 from overlay.gossip.config import (
     STRATEGY_NAMES,
     AntiEntropyConfig,
@@ -45,7 +46,7 @@ from overlay.gossip.config import (
 from overlay.gossip.node import GossipNode
 from overlay.sim.engine import Simulator
 from overlay.sim.network import NetworkConfig
-from overlay.sim.scenarios.flood import FILTER_MIX, random_event
+from overlay.sim.workload import FILTER_MIX, random_event
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,7 @@ def build(sim: Simulator, scenario: GossipScenario) -> list[GossipNode]:
 
 
 def _start(node: GossipNode, now: float, seeds: list[str]) -> None:
-    node.trace("node_up", addr=node.address, mode="unstructured", version=1)
+    node.trace("node_up", addr=node.address, mode="unstructured", version=TRACE_VERSION)
     node.start(now, seeds)
 
 

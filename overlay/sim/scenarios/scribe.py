@@ -1,8 +1,8 @@
 """Scribe publish/subscribe on a ring, in the simulator, measured from its traces.
 
 Timeline: the ring forms (until ``ring.ready_at``); K subscriptions per topic start on
-random nodes during ``subscribe_window`` seconds, with filters drawn from the flood
-scenario's :data:`~overlay.sim.scenarios.flood.FILTER_MIX` (which includes empty
+random nodes during ``subscribe_window`` seconds, with filters drawn from the shared
+workload's :data:`~overlay.sim.workload.FILTER_MIX` (which includes empty
 filters) and, for a share ``groups`` of them, an anycast group ``g0``..``g{n-1}``; after
 ``settle`` seconds P events are published from random live nodes at random times
 until ``drain`` seconds before the end, with random attributes. Optionally a share of
@@ -30,8 +30,8 @@ from overlay.sim.engine import Simulator
 from overlay.sim.network import NetworkConfig
 from overlay.sim.scenarios.chord import ChordScenario
 from overlay.sim.scenarios.chord_world import ChordWorld
-from overlay.sim.scenarios.flood import FILTER_MIX, random_event
 from overlay.sim.scenarios.trace_check import TraceCheck
+from overlay.sim.workload import FILTER_MIX, random_event
 from scribe import ScribeApp, ScribeConfig
 
 

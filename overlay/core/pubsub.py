@@ -1,0 +1,175 @@
+"""The publish/subscribe vocabulary both modes, the API and the clients share: limits,
+attribute values and the one strict set of checks of what an application gives (topic,
+msg_id, attributes, group, expiry), what a subscription receives, the subscription
+errors, and the :class:`PubSubCore` protocol that Scribe's ``ScribeApp`` and the
+unstructured ``GossipNode`` implement. One definition of each rule: the API's request
+parser, both cores' application calls and their wire messages check with these.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from overlay.core.errors import LocalProtocolError
+from overlay.core.records import UNSUBSCRIBE_REASONS
+
+#: Longest topic name, in characters.
+MAX_TOPIC_CHARS = 1024
+#: Most attributes of one event, and longest attribute name, in characters.
+MAX_ATTRS = 256
+MAX_ATTR_NAME_CHARS = 256
+#: Longest anycast group name, in characters.
+MAX_GROUP_CHARS = 256
+#: Longest message id (lowercase hex text).
+MAX_MSG_ID_CHARS = 64
+#: Attribute integers (and filter literals) are 64-bit signed.
+MIN_INT = -(1 << 63)
+MAX_INT = (1 << 63) - 1
+
+AttrValue = str | int | float | bool
+Attrs = dict[str, AttrValue]
+
+#: A whole msg_id, or any node id in hex (a regular expression: several times cheaper
+#: than a set of its characters, and checked for every event a node handles).
+_HEX_ID = re.compile(f"[0-9a-f]{{1,{MAX_MSG_ID_CHARS}}}").fullmatch
+
+
+def check_topic(topic: str) -> None:
+    if type(topic) is not str or not 0 < len(topic) <= MAX_TOPIC_CHARS:
+        raise ValueError(f"a topic is text of 1 to {MAX_TOPIC_CHARS} characters")
+
+
+def check_group(group: str) -> None:
+    if type(group) is not str or not 0 < len(group) <= MAX_GROUP_CHARS:
+        raise ValueError(f"a group is text of 1 to {MAX_GROUP_CHARS} characters")
+
+
+def check_hex(text: str, what: str = "a msg_id") -> None:
+    """A msg_id (or a node id): 1 to 64 lowercase hex digits."""
+    if type(text) is not str or _HEX_ID(text) is None:
+        raise ValueError(f"{what} is 1 to {MAX_MSG_ID_CHARS} lowercase hex digits, "
+                         f"got {str(text)[:80]!r}")
+
+
+def is_hex_id(text: str) -> bool:
+    """:func:`check_hex`'s test alone, for the per-event fast paths."""
+    return _HEX_ID(text) is not None
+
+
+def check_msg_id(msg_id: str) -> None:
+    check_hex(msg_id, "a msg_id")
+
+
+def check_attrs(attrs: Mapping[str, Any]) -> None:
+    """At most 256 attributes; names text of 1 to 256 characters; values text, 64-bit
+    integers, floats other than NaN, or booleans."""
+    if len(attrs) > MAX_ATTRS:
+        raise ValueError(f"at most {MAX_ATTRS} attributes, got {len(attrs)}")
+    for name, value in attrs.items():
+        if type(name) is not str or not 0 < len(name) <= MAX_ATTR_NAME_CHARS:
+            raise ValueError(f"attribute names are text of 1 to {MAX_ATTR_NAME_CHARS} "
+                             f"characters, got {str(name)[:80]!r}")
+        kind = type(value)
+        if kind is int:
+            if not MIN_INT <= value <= MAX_INT:
+                raise ValueError(f"attribute {name!r}: integers are 64-bit signed "
+                                 f"({MIN_INT}..{MAX_INT})")
+        elif kind is float:
+            if value != value:
+                raise ValueError(f"attribute {name!r} is NaN")
+        elif kind is not str and kind is not bool:
+            raise ValueError(f"attribute {name!r} must be text, an integer, a number or a "
+                             f"boolean, got {kind.__name__}")
+
+
+def expiry_time(now: float, expiry: float | None) -> float | None:
+    """When a subscription given ``expiry`` seconds of life at ``now`` ends (None: never)."""
+    if expiry is None:
+        return None
+    if isinstance(expiry, bool) or not isinstance(expiry, int | float) or \
+            not math.isfinite(expiry) or expiry <= 0:
+        raise ValueError(f"expiry must be a positive, finite number of seconds, got {expiry!r}")
+    return now + float(expiry)
+
+
+def check_unsubscribe_reason(reason: str) -> None:
+    if reason not in UNSUBSCRIBE_REASONS:
+        raise ValueError(f"reason must be one of {UNSUBSCRIBE_REASONS}, got {reason!r}")
+
+
+@dataclass(slots=True)  # one per delivery, and frozen costs each field a call
+class DeliveredEvent:
+    """What a local subscription receives (the fields of the API's ``notify`` push)."""
+
+    topic: str
+    msg_id: str
+    #: Number the topic's root gave the event (per topic, from 1); None in unstructured
+    #: mode, where nobody numbers a topic's events.
+    seq: int | None
+    attrs: Mapping[str, AttrValue]
+    payload: bytes
+    #: Hex id of the node where it was published.
+    publisher: str
+    #: Publish time given by the publishing application.
+    ts: float
+    #: Overlay transmissions that brought it here (tree depth, or gossip hops).
+    hop: int
+
+
+class UnknownSubscriptionError(LocalProtocolError):
+    """An application call named a subscription this node does not hold (API
+    ``unknown_sub``)."""
+
+    code = "unknown_sub"
+
+    def __init__(self, sub_id: int) -> None:
+        super().__init__(f"no subscription {sub_id} on this node")
+        self.sub_id = sub_id
+
+
+class DuplicateSubscriptionError(LocalProtocolError):
+    """``subscribe`` was given a handle that is already in use on this node."""
+
+    def __init__(self, sub_id: int) -> None:
+        super().__init__(f"subscription {sub_id} already exists on this node")
+        self.sub_id = sub_id
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a mode serves beyond plain subscriptions."""
+
+    #: ``replay`` of retained events (a root retains a topic's numbered events).
+    replay: bool
+    #: Anycast ``group`` subscriptions.
+    groups: bool
+    #: The core says when a subscription is in effect (a ``subscribed`` notice).
+    settles: bool
+    #: Events are numbered per topic (``seq`` in replies and pushes).
+    numbered: bool
+
+
+class PubSubCore(Protocol):
+    """The application calls of a pub/sub core (sans-IO: ``now`` is passed in, effects
+    are drained by the driver). Bad input raises ``ValueError`` (a filter:
+    ``matching.FilterSyntaxError``); an unknown handle :class:`UnknownSubscriptionError`."""
+
+    capabilities: Capabilities
+
+    def subscribe(self, now: float, topic: str, filter_text: str, sub_id: int,
+                  expiry: float | None = None, group: str | None = None,
+                  replay_last: int | None = None, replay_since: int | None = None) -> None: ...
+
+    def unsubscribe(self, now: float, sub_id: int, reason: str = "client") -> None: ...
+
+    def renew(self, now: float, sub_id: int, expiry: float | None) -> None: ...
+
+    def publish(self, now: float, topic: str, attrs: Mapping[str, AttrValue],
+                payload: bytes = b"", msg_id: str | None = None, ts: float | None = None,
+                reliable: bool = True) -> str: ...
+
+    def status(self) -> dict[str, Any]: ...
