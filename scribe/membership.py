@@ -79,7 +79,7 @@ class Membership:
         tree.joining_since = now
         version = tree.stamp_digest(digest)  # whoever adopts this node stores this digest
         # May come straight back through ``on_join_at_root`` when this node is the root.
-        s.host.route(now, tree.mid, Join(tree.topic, s.me, digest.to_wire(), version,
+        s.host.route(now, tree.mid, Join(tree.topic, s.me, s.digest_wire(digest), version,
                                          through=tree.stream.through))
 
     def rejoin(self, now: float, tree: TopicTree) -> None:
@@ -101,7 +101,7 @@ class Membership:
         digest = s.digest_of(tree)
         if digest != tree.sent_digest:
             version = tree.stamp_digest(digest)
-            s.send(tree.parent, DigestUpdate(tree.topic, s.me, digest.to_wire(), version))
+            s.send(tree.parent, DigestUpdate(tree.topic, s.me, s.digest_wire(digest), version))
 
     def prune(self, tree: TopicTree) -> bool:
         """Leave the tree when nothing below this node needs it; True when it left."""
@@ -154,7 +154,7 @@ class Membership:
             tree.detach(now)
             current = s.digest_of(tree)
             version = tree.stamp_digest(current)
-            digest = current.to_wire()
+            digest = s.digest_wire(current)
         # What it retained goes along, a message's worth per handover: the newest
         # events with the first (the new root sends down what it lacks of them at once),
         # older ones after it, each without the digest (they only add to the new root's
@@ -202,7 +202,7 @@ class Membership:
             self._adopt(now, tree, join)
             digest = s.digest_of(tree)
             tree.joining_since = now
-            return Join(join.topic, s.me, digest.to_wire(), tree.stamp_digest(digest),
+            return Join(join.topic, s.me, s.digest_wire(digest), tree.stamp_digest(digest),
                         through=join.through)
         if tree.is_ancestor(join.joiner.id):
             return join  # the joiner is above this node: adopting it would close a loop

@@ -53,6 +53,9 @@ class DigestWire(Record):
 
     plain: dict[str, Any]
     groups: dict[str, GroupDigestWire]
+    #: The subtree has members of groups not listed (the digest was cut to its byte
+    #: bound, nearest groups kept): any group may be served below.
+    more_groups: bool = False
 
     def __post_init__(self) -> None:
         Summary.from_wire(self.plain)

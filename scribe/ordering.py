@@ -209,7 +209,7 @@ class Ordering:
                 kind="gap")
         if st.catch_up_through is None:
             s.host.route(now, tree.mid, Pull(tree.topic, s.me, st.catch_up_after,
-                                             s.digest_of(tree).to_wire()))
+                                             s.digest_wire(s.digest_of(tree))))
         if not st.catch_up_parent and tree.parent is not None:
             s.send(tree.parent, Pull(tree.topic, s.me, st.catch_up_after))
         st.pull_sent = now

@@ -12,7 +12,7 @@ from overlay.core.ids import format_id, hash_id
 from overlay.core.messages import Message
 from overlay.core.timers import Timers
 from scribe.config import ScribeConfig
-from scribe.messages import Disown, Heartbeat, Pull
+from scribe.messages import DigestWire, Disown, Heartbeat, Pull
 from scribe.subscriptions import Subscriptions
 from scribe.summaries import Digest, aggregate
 from scribe.tree import ChildEdge, Role, TopicTree
@@ -146,6 +146,10 @@ class ScribeState:
         local = Digest.empty() if topic_subs is None else topic_subs.digest(
             self.config.summaries, self.config.summary_max_filters)
         return aggregate(local, tree.child_digests())
+
+    def digest_wire(self, digest: Digest) -> DigestWire:
+        """``digest`` for a message, within the size model's bound for digests."""
+        return digest.to_wire(self.config.sizes.digest_bytes)
 
     def start_recovery(self, now: float, topic: str) -> None:
         """This node starts numbering ``topic``: when it knows nothing of it and its key

@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from matching import Filter, Summary
+from overlay.core.framing import encode_map
 from overlay.core.pubsub import AttrValue
-from scribe.messages import DigestWire, GroupDigestWire
+from scribe.messages import MAX_PATH, DigestWire, GroupDigestWire
 
 #: The filter every event matches: what a summary holds when summaries are switched off.
 MATCH_ALL = Filter(None)
@@ -28,10 +29,17 @@ class GroupDigest:
     distance: int
 
 
+#: The distance a digest that left groups out gives each group it did not list: such a
+#: subtree is asked after every subtree that named the group.
+UNLISTED_DISTANCE = MAX_PATH
+
+
 @dataclass(frozen=True)
 class Digest:
     plain: Summary
     groups: Mapping[str, GroupDigest] = field(default_factory=dict)
+    #: Members of groups not in ``groups`` may be below (a digest cut to its byte bound).
+    more_groups: bool = False
 
     @staticmethod
     def empty() -> Digest:
@@ -43,18 +51,38 @@ class Digest:
     def group_may_match(self, group: str, attrs: Mapping[str, AttrValue]) -> GroupDigest | None:
         """The group's entry when a member below may match ``attrs``, else None."""
         entry = self.groups.get(group)
-        return entry if entry is not None and entry.summary.may_match(attrs) else None
+        if entry is None:
+            return _UNLISTED if self.more_groups else None
+        return entry if entry.summary.may_match(attrs) else None
 
-    def to_wire(self) -> DigestWire:
-        return DigestWire(self.plain.to_wire(), {
-            name: GroupDigestWire(entry.summary.to_wire(), entry.distance)
-            for name, entry in sorted(self.groups.items())})
+    def to_wire(self, max_bytes: int) -> DigestWire:
+        """The digest for a message, in at most about ``max_bytes``: the groups nearest
+        their members first; those that do not fit are left out, and ``more_groups`` says
+        so (a parent then asks this subtree for any group, after those that named it)."""
+        plain = self.plain.to_wire()
+        used = len(encode_map(plain))
+        groups: dict[str, GroupDigestWire] = {}
+        more = self.more_groups
+        for name, entry in sorted(self.groups.items(), key=lambda item: (item[1].distance,
+                                                                          item[0])):
+            wire = GroupDigestWire(entry.summary.to_wire(), entry.distance)
+            cost = len(name.encode()) + len(encode_map(wire.summary)) + 16
+            if used + cost > max_bytes:
+                more = True
+                break
+            used += cost
+            groups[name] = wire
+        return DigestWire(plain, dict(sorted(groups.items())), more)
 
     @staticmethod
     def from_wire(wire: DigestWire, max_filters: int) -> Digest:
         return Digest(Summary.from_wire(wire.plain, max_filters), {
             name: GroupDigest(Summary.from_wire(entry.summary, max_filters), entry.distance)
-            for name, entry in wire.groups.items()})
+            for name, entry in wire.groups.items()}, wire.more_groups)
+
+
+#: What an unlisted group's entry is taken to be in a digest that left groups out.
+_UNLISTED = GroupDigest(Summary.everything(), UNLISTED_DISTANCE)
 
 
 def local_digest(plain_filters: Iterable[Filter], group_filters: Mapping[str, list[Filter]],
@@ -94,4 +122,4 @@ def aggregate(local: Digest, children: Iterable[Digest]) -> Digest:
             summary = parts[0].merge(*parts[1:])
             distance = 1 + min(entry.distance for entry in below)
         groups[name] = GroupDigest(summary, distance)
-    return Digest(plain, groups)
+    return Digest(plain, groups, any(child.more_groups for child in children))

@@ -104,6 +104,12 @@ class SizeLimits:
         return self.max_event - ATTRS_ROOM_BYTES
 
     @property
+    def digest_bytes(self) -> int:
+        """Bytes a subtree's digest may take in a message (a JOIN, a digest update): past
+        it the farthest groups are left out and the digest says so."""
+        return self.max_frame // 4
+
+    @property
     def batch_bytes(self) -> int:
         """The event costs one multi-event message may carry."""
         return self.max_frame - BATCH_ENVELOPE_BYTES

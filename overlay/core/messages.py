@@ -55,7 +55,14 @@ class Record:
         super().__init_subclass__(**kwargs)
 
     def to_wire(self) -> dict[str, Any]:
-        return {name: enc(getattr(self, name)) for name, enc in self._encoders.items()}
+        try:
+            return {name: enc(getattr(self, name)) for name, enc in self._encoders.items()}
+        except _Invalid as exc:
+            # Encoding checks what decoding checks: a mistyped message of ours is our
+            # fault, found at the sender, not blamed on the peer that would refuse it.
+            bad = next(name for name, enc in self._encoders.items()
+                       if not _encodes(enc, getattr(self, name)))
+            raise LocalProtocolError(f"{type(self).__name__}.{bad}: {exc}") from None
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> Any:
@@ -137,23 +144,41 @@ def _identity(value: Any) -> Any:
     return value
 
 
+def _encodes(enc: Converter, value: Any) -> bool:
+    try:
+        enc(value)
+    except _Invalid:
+        return False
+    return True
+
+
+def _checking(dec: Converter, as_is: frozenset[type]) -> Converter:
+    """The encoder of a field whose wire form is the value itself: the value, once it is
+    of a kind the field's decoder takes (else the decoder's conversion, or its error)."""
+    def encode(value: Any) -> Any:
+        return value if type(value) in as_is else dec(value)
+
+    return encode
+
+
 def _compile(tp: Any) -> tuple[Converter, Converter]:
     """Return (decoder, encoder) for a field type."""
     origin = typing.get_origin(tp)
     if tp is Any:
         return _identity, _identity
     if tp is type(None) or tp is None:
-        return _none, _identity
+        return _none, _none
     if tp is float:
-        return _float, _identity
+        return _float, _checking(_float, frozenset({float}))
     if tp in (int, str, bytes, bool):
-        return _scalar(tp), _identity
+        check = _scalar(tp)
+        return check, _checking(check, frozenset({tp}))
     if tp is Message:
         # Any registered message (e.g. the payload of a routed envelope).
         return _decode_any_message, _encode_any_message
     if isinstance(tp, type) and issubclass(tp, Record):
         return (_interning_decoder(tp) if tp.intern_decoded else tp.from_wire,
-                _reusing_encoder() if tp.reuse_wire else lambda v: v.to_wire())
+                _reusing_encoder(tp) if tp.reuse_wire else _record_encoder(tp))
     if origin in (typing.Union, types.UnionType):
         options = [_compile(arg) for arg in typing.get_args(tp)]
         as_is = _passed_through(tp)
@@ -169,12 +194,17 @@ def _compile(tp: Any) -> tuple[Converter, Converter]:
                     errors.append(str(exc))
             raise _Invalid(" or ".join(errors))
 
-        needs_encoding = any(enc is not _identity for _, enc in options)
+        records = tuple(arg for arg in typing.get_args(tp)
+                        if isinstance(arg, type) and issubclass(arg, Record))
 
         def encode_union(value: Any) -> Any:
-            return value.to_wire() if isinstance(value, Record) else value
+            if type(value) in as_is:
+                return value
+            if records and isinstance(value, records):
+                return value.to_wire()
+            return decode_union(value)  # a scalar option's conversion, or its error
 
-        return decode_union, (encode_union if needs_encoding else _identity)
+        return decode_union, encode_union
     if origin is tuple:
         args = typing.get_args(tp)
         if len(args) != 2 or args[1] is not Ellipsis:
@@ -188,9 +218,12 @@ def _compile(tp: Any) -> tuple[Converter, Converter]:
                 raise _Invalid(f"expected an array, got {type(value).__name__}")
             return tuple(v if type(v) in item_as_is else item_dec(v) for v in value)
 
-        if item_enc is _identity:
-            return decode_tuple, list
-        return decode_tuple, lambda v: [item_enc(x) for x in v]
+        def encode_tuple(value: Any) -> list[Any]:
+            if not isinstance(value, tuple | list):
+                raise _Invalid(f"expected a tuple, got {type(value).__name__}")
+            return [x if type(x) in item_as_is else item_enc(x) for x in value]
+
+        return decode_tuple, encode_tuple
     if origin in (dict, Mapping):
         key_tp, val_tp = typing.get_args(tp)
         key_dec, _ = _compile(key_tp)
@@ -204,9 +237,15 @@ def _compile(tp: Any) -> tuple[Converter, Converter]:
             return {k if type(k) in key_as_is else key_dec(k):
                     v if type(v) in val_as_is else val_dec(v) for k, v in value.items()}
 
-        if val_enc is _identity:
-            return decode_map, dict
-        return decode_map, lambda v: {k: val_enc(x) for k, x in v.items()}
+        key_enc = _checking(key_dec, key_as_is)
+
+        def encode_map(value: Any) -> dict[Any, Any]:
+            if not isinstance(value, Mapping):
+                raise _Invalid(f"expected a map, got {type(value).__name__}")
+            return {k if type(k) in key_as_is else key_enc(k):
+                    x if type(x) in val_as_is else val_enc(x) for k, x in value.items()}
+
+        return decode_map, encode_map
     raise TypeError(f"unsupported message field type {tp!r}")
 
 
@@ -254,13 +293,24 @@ def _interning_decoder(cls: type[Record]) -> Converter:
     return decode
 
 
-def _reusing_encoder() -> Converter:
+def _record_encoder(cls: type[Record]) -> Converter:
+    def encode(value: Any) -> Any:
+        if not isinstance(value, cls):
+            raise _Invalid(f"expected {cls.__name__}, got {type(value).__name__}")
+        return value.to_wire()
+
+    return encode
+
+
+def _reusing_encoder(cls: type[Record]) -> Converter:
     """``value.to_wire()``, giving the last map again for the same instance (see
     :attr:`Record.reuse_wire`)."""
     last: list[Any] = [None, None]  # the instance (kept alive: ids are not reused) and map
 
     def encode(value: Any) -> Any:
         if value is not last[0]:
+            if not isinstance(value, cls):
+                raise _Invalid(f"expected {cls.__name__}, got {type(value).__name__}")
             last[1] = value.to_wire()
             last[0] = value
         return last[1]

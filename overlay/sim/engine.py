@@ -63,7 +63,7 @@ class Simulator:
         network: NetworkConfig | None = None,
         trace_dir: Path | str | None = None,
         run_id: str | None = None,
-        check_wire: bool = False,
+        check_wire: bool = True,
         max_frame: int = DEFAULT_MAX_FRAME,
     ) -> None:
         self.seed = seed
@@ -74,7 +74,8 @@ class Simulator:
         self.stats = SimStats()
         self.trace_dir = Path(trace_dir) if trace_dir is not None else None
         self.run_id = run_id
-        #: Round-trip every message through the CBOR codec (tests: proves wire-safety).
+        #: Round-trip every message through the CBOR codec, as a daemon's transport
+        #: would (proves wire-safety: every message of the cores crosses the codec).
         self.check_wire = check_wire
         #: With ``check_wire``: a message over this many bytes is a bug of ours (the
         #: daemon's transport would refuse it), raised at its sender.

@@ -18,7 +18,7 @@ FAST = ChordConfig(bits=64).with_maintenance_interval(1.0)
 
 
 def joined_world(count: int, seed: int, config: ChordConfig = FAST, spacing: float = 0.1,
-                 check_wire: bool = False) -> ChordWorld:
+                 check_wire: bool = True) -> ChordWorld:
     """``count`` nodes joined one by one through random earlier nodes."""
     sim = Simulator(seed, check_wire=check_wire)
     world = ChordWorld(sim, config)

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from chord.messages import FindSuccessor, Notify
 from overlay.core import (
     FrameDecoder,
     FrameError,
@@ -366,3 +367,20 @@ def test_trusted_builds_a_record_without_its_check() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         built.low = 1  # type: ignore[misc]
     assert Checked.trusted(1) == Checked(1)  # defaults as for the class itself
+
+
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: FindSuccessor("not-an-int", 5), "FindSuccessor.rid"),  # type: ignore[arg-type]
+        (lambda: FindSuccessor(1, 5, avoid=("a", 7)), "FindSuccessor.avoid"),  # type: ignore[arg-type]
+        (lambda: FindSuccessor(1, 5, owner_check=1), "FindSuccessor.owner_check"),  # type: ignore[arg-type]
+        (lambda: Notify("a:1"), "Notify.node"),  # type: ignore[arg-type]
+    ],
+)
+def test_encoding_a_mistyped_message_is_local_misuse(build: Any, field: str) -> None:
+    """Encoding checks what decoding checks: our own mistyped message fails at the
+    sender (LocalProtocolError), naming the field, instead of reaching a peer that would
+    blame it for the fault."""
+    with pytest.raises(LocalProtocolError, match=field):
+        encode_message(build())

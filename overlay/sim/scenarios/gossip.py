@@ -198,7 +198,7 @@ def schedule_traffic(sim: Simulator, scenario: GossipScenario, nodes: list[Gossi
 
 
 def run_gossip(scenario: GossipScenario, trace_dir: Path | None = None,
-               run_id: str | None = None, check_wire: bool = False) -> dict[str, Any]:
+               run_id: str | None = None, check_wire: bool = True) -> dict[str, Any]:
     """Run the scenario; returns the summary (figures from the traces). ``check_wire``:
     every message crosses the codec and is held to ``max_frame``."""
     if trace_dir is None:
