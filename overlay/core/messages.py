@@ -419,6 +419,7 @@ def _passed_through(tp: Any) -> frozenset[type]:
     return frozenset()
 
 
+@dataclass_transform(frozen_default=True)
 def message(type_name: str) -> Callable[[R], R]:
     """Register a message class under ``type_name`` (e.g. ``"chord.find_successor"``)."""
 

@@ -40,17 +40,17 @@ class DigestRepair:
             body = held.body
             # With selective routing, offer only what this node would route to the peer.
             if not selective or dest in node.routed(held):
-                ids = by_topic.get(body.topic)
-                cost = id_cost(body.msg_id) + (0 if ids is not None else id_cost(body.topic))
+                listed = by_topic.get(body.topic)
+                cost = id_cost(body.msg_id) + (0 if listed is not None else id_cost(body.topic))
                 if cost > budget:
                     break
                 budget -= cost
-                if ids is None:
-                    ids = by_topic[body.topic] = []
-                ids.append(body.msg_id)
-        ids = {topic: tuple(msg_ids) for topic, msg_ids in by_topic.items()}
-        if ids or pull:
-            node.send(dest, Digest(ids, push, pull))
+                if listed is None:
+                    listed = by_topic[body.topic] = []
+                listed.append(body.msg_id)
+        offered = {topic: tuple(msg_ids) for topic, msg_ids in by_topic.items()}
+        if offered or pull:
+            node.send(dest, Digest(offered, push, pull))
 
     def on_digest(self, now: float, src: str, msg: Digest) -> None:
         node = self.node

@@ -66,7 +66,7 @@ class CoreService:
     #: What the mode's core serves beyond plain subscriptions.
     capabilities: Capabilities
 
-    def __init__(self, daemon: Daemon, publish_timeout: float = DEFAULT_PUBLISH_TIMEOUT,
+    def __init__(self, daemon: Daemon[Any], publish_timeout: float = DEFAULT_PUBLISH_TIMEOUT,
                  subscribe_timeout: float = DEFAULT_SUBSCRIBE_TIMEOUT) -> None:
         self.daemon = daemon
         self.publish_timeout = publish_timeout
@@ -306,7 +306,7 @@ class CoreService:
             return ApiError.internal(exc)
         return None
 
-    async def _time_out_publishes(self, daemon: Daemon) -> None:
+    async def _time_out_publishes(self, daemon: Daemon[Any]) -> None:
         await self.pending.run()
 
     def _require_ready(self) -> None:

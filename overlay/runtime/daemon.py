@@ -27,7 +27,8 @@ import random
 import signal
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
 
 import trio
 
@@ -37,6 +38,7 @@ from chord.messages import RingState, StateQuery
 from chord.node import ChordNode
 from overlay.core.effects import Deliver, Notice
 from overlay.core.messages import Message
+from overlay.core.protocol import ProtocolCore
 from overlay.core.tracing import NodeTracer
 from overlay.runtime.config import ConfigError, DaemonConfig
 from overlay.runtime.crypto import load_key
@@ -45,20 +47,12 @@ from overlay.runtime.transport import Inbound, Transport, TransportConfig, Unrea
 
 T = TypeVar("T")
 AppFactory = Callable[[ChordNode], KbrApplication]
-Service = Callable[["Daemon"], Awaitable[None]]
+Service = Callable[["Daemon[Any]"], Awaitable[None]]
 RequestHandler = Callable[[str, Message], Message | None]
 
 #: Inputs queued for the core before the transport stops reading (TCP then pushes back).
 INBOX_SIZE = 4096
 TRACE_FLUSH_INTERVAL = 1.0
-
-
-def chord_config(config: DaemonConfig) -> ChordConfig:
-    """The Chord settings of a daemon config's ``[protocol]`` table."""
-    try:
-        return ChordConfig.from_mapping(config.protocol)
-    except ValueError as exc:
-        raise ConfigError(f"[protocol]: {exc}") from None
 
 
 def transport_config(config: DaemonConfig) -> TransportConfig:
@@ -71,34 +65,72 @@ def transport_config(config: DaemonConfig) -> TransportConfig:
                            delay=config.peer_delay_ms / 1000.0)
 
 
-class CoreKind(Protocol):
-    """What kind of protocol core a daemon runs (Chord by default; gossip in
-    unstructured mode): how it is built, started and stopped."""
+C = TypeVar("C", bound=ProtocolCore)
 
-    def build(self, address: str, rng: random.Random) -> Any: ...
 
-    def start(self, core: Any, now: float, seeds: tuple[str, ...]) -> None: ...
+class CoreKind(Protocol[C]):
+    """What kind of protocol core a daemon runs (:class:`ChordKind` in structured mode,
+    ``GossipKind`` in unstructured mode): how it is built, started and stopped."""
 
-    def stop(self, core: Any, now: float) -> bool:
+    def build(self, address: str, rng: random.Random) -> C: ...
+
+    def start(self, core: C, now: float, seeds: tuple[str, ...]) -> None: ...
+
+    def stop(self, core: C, now: float) -> bool:
         """Begin a graceful stop; True when a ``left`` notice will say it is done."""
         ...
 
+    def leave_timeout(self) -> float:
+        """Seconds a graceful stop may wait for its ``left`` notice."""
+        ...
 
-class Daemon:
-    def __init__(self, config: DaemonConfig, app_factory: AppFactory | None = None,
-                 rng: random.Random | None = None, kind: CoreKind | None = None) -> None:
+
+@dataclass(frozen=True)
+class ChordKind:
+    """A Chord node, with the application ``app_factory`` builds around it (Scribe)."""
+
+    config: ChordConfig = field(default_factory=ChordConfig)
+    app_factory: AppFactory | None = None
+
+    @staticmethod
+    def of(config: DaemonConfig, app_factory: AppFactory | None = None) -> ChordKind:
+        """The Chord settings of a daemon config's ``[protocol]`` table (ConfigError)."""
+        try:
+            return ChordKind(ChordConfig.from_mapping(config.protocol), app_factory)
+        except ValueError as exc:
+            raise ConfigError(f"[protocol]: {exc}") from None
+
+    def build(self, address: str, rng: random.Random) -> ChordNode:
+        node = ChordNode(address, rng, self.config)
+        if self.app_factory is not None:
+            node.app = self.app_factory(node)
+        return node
+
+    def start(self, core: ChordNode, now: float, seeds: tuple[str, ...]) -> None:
+        core.join(now, seeds)
+
+    def stop(self, core: ChordNode, now: float) -> bool:
+        core.leave(now)  # hands our keys over; a ``left`` notice follows
+        return True
+
+    def leave_timeout(self) -> float:
+        # The core gives up on silent neighbours after its own RPC time-outs.
+        return self.config.rpc_timeout * self.config.rpc_attempts + 1.0
+
+
+class Daemon(Generic[C]):
+    def __init__(self, config: DaemonConfig, kind: CoreKind[C],
+                 rng: random.Random | None = None) -> None:
         self.config = config
         self.kind = kind
-        self.chord_config = chord_config(config) if kind is None else ChordConfig()
-        self.app_factory = app_factory
         self.rng = rng or random.Random()
         self.services: list[Service] = []
         self.deliver_handlers: list[Callable[[Deliver], None]] = []
         self.notice_handlers: list[Callable[[Notice], None]] = []
         self.request_handlers: dict[type[Message], RequestHandler] = {
             StateQuery: self._answer_state_query}
-        #: The protocol core: a ChordNode, or what ``kind`` builds.
-        self.node: Any = None
+        #: The protocol core ``kind`` builds, once the daemon runs.
+        self.node: C | None = None
         self.driver: CoreDriver | None = None
         self.tracer: NodeTracer | None = None
         self.address: str | None = None
@@ -117,12 +149,7 @@ class Daemon:
         try:
             async with trio.open_nursery() as nursery:
                 self.address = await nursery.start(transport.run)
-                if self.kind is not None:
-                    node = self.node = self.kind.build(self.address, self.rng)
-                else:
-                    node = self.node = ChordNode(self.address, self.rng, self.chord_config)
-                    if self.app_factory is not None:
-                        node.app = self.app_factory(node)
+                node = self.node = self.kind.build(self.address, self.rng)
                 if self.config.trace_dir is not None:
                     self.tracer = NodeTracer(self.config.trace_dir, node.node_hex)
                 self.driver = CoreDriver(node, transport, self.tracer,
@@ -133,11 +160,8 @@ class Daemon:
                 nursery.start_soon(self._flush_traces)
                 for service in self.services:
                     nursery.start_soon(service, self)
-                if self.kind is not None:
-                    kind = self.kind
-                    self.call(lambda core, now: kind.start(core, now, self.config.seeds))
-                else:
-                    self.call(lambda core, now: core.join(now, self.config.seeds))
+                kind = self.kind
+                self.call(lambda core, now: kind.start(core, now, self.config.seeds))
                 task_status.started(self.address)
                 await self._stop_requested.wait()
                 await self._leave()
@@ -165,15 +189,10 @@ class Daemon:
         return self.driver.batch()
 
     async def _leave(self) -> None:
-        if self.kind is not None:
-            kind = self.kind
-            if not self.call(lambda core, now: kind.stop(core, now)):
-                return
-        else:
-            self.call(lambda core, now: core.leave(now))
-        cfg = self.chord_config
-        # The core gives up on silent neighbours after its own RPC time-outs.
-        with trio.move_on_after(cfg.rpc_timeout * cfg.rpc_attempts + 1.0):
+        kind = self.kind
+        if not self.call(lambda core, now: kind.stop(core, now)):
+            return
+        with trio.move_on_after(kind.leave_timeout()):
             await self._left.wait()
 
     async def _flush_traces(self) -> None:
@@ -202,7 +221,7 @@ class Daemon:
         return self.node.state() if isinstance(self.node, ChordNode) else None
 
 
-async def run_until_signalled(daemon: Daemon, on_ready: Callable[[str], Any]) -> None:
+async def run_until_signalled(daemon: Daemon[Any], on_ready: Callable[[str], Any]) -> None:
     """Run ``daemon`` until SIGTERM or SIGINT, then let it leave gracefully."""
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
@@ -226,5 +245,5 @@ async def query_state(transport: Transport, address: str, timeout: float = 5.0) 
     return answer
 
 
-__all__ = ["CoreKind", "Daemon", "chord_config", "query_state", "run_until_signalled",
+__all__ = ["ChordKind", "CoreKind", "Daemon", "query_state", "run_until_signalled",
            "transport_config"]

@@ -42,6 +42,9 @@ class GossipKind:
         core.trace("node_down", reason="stop")
         return False
 
+    def leave_timeout(self) -> float:
+        return 0.0  # no ``left`` notice is awaited (stop returns False)
+
 
 class GossipService(CoreService):
     mode = "unstructured"

@@ -23,7 +23,7 @@ import trio
 from overlay.runtime.api import ApiConfig, ApiServer
 from overlay.runtime.config import ConfigError, DaemonConfig
 from overlay.runtime.core_service import CoreService
-from overlay.runtime.daemon import Daemon
+from overlay.runtime.daemon import ChordKind, Daemon
 from overlay.runtime.gossip_service import GossipKind, GossipService, gossip_config
 from overlay.runtime.scribe_service import ScribeService
 from scribe.app import ScribeApp
@@ -87,14 +87,15 @@ def build_node(config: DaemonConfig) -> Node:
     if config.mode == "structured":
         chord_settings, scribe_config = split_protocol(config.protocol)
         scribe_config = dataclasses.replace(scribe_config, sizes=config.limits.sizes)
-        daemon = Daemon(dataclasses.replace(config, protocol=chord_settings),
-                        app_factory=lambda node: ScribeApp(node, scribe_config))
+        daemon: Daemon[Any] = Daemon(config, ChordKind.of(
+            dataclasses.replace(config, protocol=chord_settings),
+            lambda node: ScribeApp(node, scribe_config)))
         service = ScribeService(daemon)
         scribe_service = service
         daemon.request_handlers[TreeQuery] = (
             lambda src, msg: scribe_service.core_of(daemon.node).tree_info(msg.topic))
     elif config.mode == "unstructured":
-        daemon = Daemon(config, kind=GossipKind(dataclasses.replace(
+        daemon = Daemon(config, GossipKind(dataclasses.replace(
             gossip_config(config.protocol), sizes=config.limits.sizes)))
         service = GossipService(daemon)
     else:

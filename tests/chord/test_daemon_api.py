@@ -11,7 +11,7 @@ import trio
 from chord.kbr import NodeRef
 from overlay.core.effects import Notice
 from overlay.runtime.config import ConfigError, DaemonConfig
-from overlay.runtime.daemon import Daemon, query_state
+from overlay.runtime.daemon import ChordKind, Daemon, query_state
 from overlay.runtime.transport import Inbound, Transport, TransportConfig, Unreachable
 from tests.chord.helpers import RecordingApp
 
@@ -41,10 +41,11 @@ async def test_daemons_join_answer_state_queries_and_leave_cleanly(tmp_path: Pat
     client = Transport(TransportConfig(), send_channel)
     async with trio.open_nursery() as nursery:
         await nursery.start(client.run)
-        first = Daemon(config(tmp_path), app_factory=app_factory)
+        first = Daemon(config(tmp_path), ChordKind.of(config(tmp_path), app_factory))
         first.services.append(service)
         first_addr = await nursery.start(first.run)
-        second = Daemon(config(tmp_path, first_addr), app_factory=app_factory)
+        second = Daemon(config(tmp_path, first_addr),
+                        ChordKind.of(config(tmp_path, first_addr), app_factory))
         second.notice_handlers.append(notices.append)
         second_addr = await nursery.start(second.run)
         with trio.fail_after(10):
@@ -82,6 +83,6 @@ async def test_daemons_join_answer_state_queries_and_leave_cleanly(tmp_path: Pat
 
 def test_unknown_protocol_settings_are_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="stabilise_interval"):
-        Daemon(DaemonConfig(state_dir=tmp_path, protocol={"stabilise_interval": 1.0}))
+        ChordKind.of(DaemonConfig(state_dir=tmp_path, protocol={"stabilise_interval": 1.0}))
     with pytest.raises(ConfigError, match="must be float"):
-        Daemon(DaemonConfig(state_dir=tmp_path, protocol={"stabilize_interval": "fast"}))
+        ChordKind.of(DaemonConfig(state_dir=tmp_path, protocol={"stabilize_interval": "fast"}))
