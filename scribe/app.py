@@ -40,6 +40,7 @@ from scribe.messages import (
     DigestUpdate,
     Disown,
     Event,
+    EventBody,
     Fill,
     Heartbeat,
     HeartbeatAck,
@@ -66,6 +67,7 @@ from scribe.replay import Replays
 from scribe.root_pulls import RootPulls
 from scribe.state import TICK, ScribeState
 from scribe.subscriptions import Subscription
+from scribe.tree import TopicTree
 
 
 class ScribeApp:
@@ -76,19 +78,18 @@ class ScribeApp:
     capabilities = Capabilities(replay=True, groups=True, settles=True, numbered=True)
 
     def __init__(self, host: KbrHost, config: ScribeConfig | None = None) -> None:
+        # The parts talk through interfaces given at construction: membership tells the
+        # node of tree events (TreeEvents) and dissemination hands plain copies to the
+        # sequence (Sequence); _PartLinks implements both by delegating to the part that
+        # owns each, so no part is wired to another after it was built.
         self.state = ScribeState(host, config or ScribeConfig())
-        self.membership = Membership(self.state)
-        self.dissemination = Dissemination(self.state)
+        links = _PartLinks(self)
+        self.membership = Membership(self.state, events=links)
+        self.dissemination = Dissemination(self.state, sequence=links)
         self.publishing = Publishing(self.state, self.membership, self.dissemination)
         retention = self.publishing.retention
         self.ordering = o = Ordering(self.state, self.dissemination.handle, retention.log,
                                      self.dissemination.from_root)
-        self.dissemination.ordering = o
-        self.membership.root_taken = o.on_root
-        self.membership.joined = o.on_joined
-        self.membership.numbering = self.publishing.on_claim
-        self.membership.handing_over = retention.hand_over
-        self.membership.taking_over = retention.adopt_events
         self.root_pulls = RootPulls(self.state, retention.log, retention.released_through)
         self.repair = Repair(self.state, self.membership, self.dissemination, self.publishing,
                              o, self.root_pulls)
@@ -122,8 +123,6 @@ class ScribeApp:
     @property
     def config(self) -> ScribeConfig:
         return self.state.config
-
-    # -- application calls ---------------------------------------------------------------------
 
     def subscribe(self, now: float, topic: str, filter_text: str, sub_id: int,
                   expiry: float | None = None, group: str | None = None,
@@ -321,3 +320,33 @@ class ScribeApp:
         if sub_id in self.state.subs:
             self.state.host.notice("expired", sub=sub_id)
             self.unsubscribe(now, sub_id, reason="expired")
+
+
+class _PartLinks:
+    """Membership's :class:`TreeEvents` and dissemination's :class:`Sequence`, carried out
+    by the app's ordering, retention and publishing (which are built after the parts
+    that call them: every call comes once the app is whole)."""
+
+    def __init__(self, app: ScribeApp) -> None:
+        self.app = app
+
+    def root_taken(self, now: float, tree: TopicTree) -> None:
+        self.app.ordering.on_root(now, tree)
+
+    def joined(self, now: float, tree: TopicTree, through: int | None) -> None:
+        self.app.ordering.on_joined(now, tree, through)
+
+    def numbering(self, now: float, topic: str) -> None:
+        self.app.publishing.on_claim(now, topic)
+
+    def handing_over(self, topic: str) -> tuple[EventBody, ...]:
+        return self.app.publishing.retention.hand_over(topic)
+
+    def taking_over(self, now: float, topic: str, events: tuple[EventBody, ...]) -> None:
+        self.app.publishing.retention.adopt_events(now, topic, events)
+
+    def seen(self, tree: TopicTree, seq: int) -> bool:
+        return self.app.ordering.seen(tree, seq)
+
+    def on_event(self, now: float, tree: TopicTree, ev: Event) -> None:
+        self.app.ordering.on_event(now, tree, ev)

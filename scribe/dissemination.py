@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from chord.kbr import NodeRef
 from overlay.core.pubsub import DeliveredEvent
@@ -26,8 +26,15 @@ from scribe.state import ScribeState
 from scribe.subscriptions import Subscription, TopicSubscriptions
 from scribe.tree import TopicTree
 
-if TYPE_CHECKING:
-    from scribe.ordering import Ordering
+
+class Sequence(Protocol):
+    """The in-order handling of a topic's plain copies at this node (``scribe.ordering``)."""
+
+    def seen(self, tree: TopicTree, seq: int) -> bool:
+        """Whether a plain copy of ``seq`` would be a duplicate here."""
+
+    def on_event(self, now: float, tree: TopicTree, ev: Event) -> None:
+        """A plain copy from the parent: handle it in seq order (or hold it, and pull)."""
 
 
 @dataclass(slots=True)
@@ -85,12 +92,12 @@ Plan = dict[int, tuple[bool, list[str]]]
 
 
 class Dissemination:
-    def __init__(self, state: ScribeState) -> None:
+    def __init__(self, state: ScribeState, sequence: Sequence) -> None:
         self.s = state
+        #: The in-order handling of plain copies (``scribe.ordering``, through the app).
+        self.sequence = sequence
         self.memory = EventMemory(state.config.event_memory, state.config.event_memory_events)
         self.steering = Steering()
-        #: Set by the app once built (it needs this object's ``handle``).
-        self.ordering: Ordering | None = None
 
     def from_root(self, now: float, body: EventBody) -> None:
         """The root numbered ``body``: start it down the tree."""
@@ -124,7 +131,7 @@ class Dissemination:
         s.note_seq(body.topic, body.seq)
         handled = self.memory.get(body.topic, body.msg_id)
         tree = s.trees.get(body.topic)
-        ordering = self.ordering if ev.plain else None
+        ordering = self.sequence if ev.plain else None
         dup = handled is not None or (
             ordering is not None and tree is not None and ordering.seen(tree, body.seq))
         s.trace("recv", topic=body.topic, msg_id=body.msg_id, **{"from": s.hex(ev.sender.id)},

@@ -12,8 +12,8 @@ which adopts it or pushes it further.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
+from typing import Protocol
 
 from overlay.core.limits import batches
 from overlay.core.messages import Message
@@ -32,31 +32,31 @@ from scribe.state import ScribeState
 from scribe.summaries import Digest
 from scribe.tree import TopicTree
 
-#: Called when this node takes the root role of a tree (it catches its stream up).
-RootTaken = Callable[[float, TopicTree], None]
-#: Called with the new parent's stream position from a JOIN acknowledgement.
-Joined = Callable[[float, TopicTree, int | None], None]
-#: Called when this node starts numbering a topic (it adopts its replica copies).
-Numbering = Callable[[float, str], None]
-#: Called when the key moves away: the events retained for the topic, to hand over.
-HandOver = Callable[[str], tuple[EventBody, ...]]
-#: Called with the events a former root handed over.
-TakeOver = Callable[[float, str, tuple[EventBody, ...]], None]
 
+class TreeEvents(Protocol):
+    """What membership tells the node's other parts (ordering, retention, publishing):
+    given at construction, every method required (no part is silently left out)."""
 
-def _nothing(*_: object) -> None:
-    return None
+    def root_taken(self, now: float, tree: TopicTree) -> None:
+        """This node took the root role of ``tree`` (it catches its stream up)."""
+
+    def joined(self, now: float, tree: TopicTree, through: int | None) -> None:
+        """A parent adopted this node, at the parent's stream position ``through``."""
+
+    def numbering(self, now: float, topic: str) -> None:
+        """This node starts numbering ``topic`` (it adopts its replica copies)."""
+
+    def handing_over(self, topic: str) -> tuple[EventBody, ...]:
+        """The key moved away: the events retained for ``topic``, to hand over."""
+
+    def taking_over(self, now: float, topic: str, events: tuple[EventBody, ...]) -> None:
+        """A former root handed ``events`` of ``topic`` over."""
 
 
 class Membership:
-    def __init__(self, state: ScribeState) -> None:
+    def __init__(self, state: ScribeState, events: TreeEvents) -> None:
         self.s = state
-        # Hooks into ordering and retention, set by the app once those exist.
-        self.root_taken: RootTaken = _nothing
-        self.numbering: Numbering = _nothing
-        self.handing_over: HandOver = lambda topic: ()
-        self.taking_over: TakeOver = _nothing
-        self.joined: Joined = _nothing
+        self.events = events
 
     # -- this node's own needs -------------------------------------------------------------
 
@@ -128,8 +128,8 @@ class Membership:
             s.send(tree.parent, Leave(tree.topic, s.me))
         tree.set_root(s.me.id)
         s.numbering.add(tree.topic)
-        self.numbering(now, tree.topic)
-        self.root_taken(now, tree)
+        self.events.numbering(now, tree.topic)
+        self.events.root_taken(now, tree)
         s.note_tree(tree)
         self.announce_path(now, tree)
 
@@ -137,7 +137,7 @@ class Membership:
         """This node is responsible for ``topic``'s key: it numbers the topic's events and,
         when it is in the tree, is its root."""
         self.s.numbering.add(topic)
-        self.numbering(now, topic)
+        self.events.numbering(now, topic)
         tree = self.s.trees.get(topic)
         if tree is not None:
             self.become_root(now, tree)
@@ -159,7 +159,7 @@ class Membership:
         # events with the first (the new root sends down what it lacks of them at once),
         # older ones after it, each without the digest (they only add to the new root's
         # buffer). Each message is oldest first.
-        bodies = self.handing_over(topic)
+        bodies = self.events.handing_over(topic)
         runs = [run[::-1] for run in batches(bodies[::-1], EventBody.cost,
                                              s.config.sizes.batch_bytes, MAX_BATCH)] or [[]]
         seq = s.seq.get(topic, 0)
@@ -171,7 +171,7 @@ class Membership:
     def on_handover(self, now: float, msg: RootHandover) -> None:
         s = self.s
         s.note_seq(msg.topic, msg.seq)
-        self.taking_over(now, msg.topic, msg.events)
+        self.events.taking_over(now, msg.topic, msg.events)
         adopt = msg.digest is not None and msg.old_root.id != s.me.id
         tree = s.tree_for(now, msg.topic) if adopt else None
         mine = s.trees.get(msg.topic)
@@ -180,7 +180,7 @@ class Membership:
         if was_root and mine is not None:
             # A root that kept the key on its side of a healed partition: the events
             # the other side numbered meanwhile go down now, as on taking the role.
-            self.root_taken(now, mine)
+            self.events.root_taken(now, mine)
         if tree is not None and msg.digest is not None:
             self.accept(now, tree, Join(msg.topic, msg.old_root, msg.digest, msg.version))
 
@@ -278,7 +278,7 @@ class Membership:
         if tree.path != old_path:
             self.announce_path(now, tree)
         self.push_digest(tree)
-        self.joined(now, tree, ack.through)
+        self.events.joined(now, tree, ack.through)
 
     def on_leave(self, now: float, msg: Leave) -> None:
         tree = self.s.trees.get(msg.topic)
