@@ -31,6 +31,9 @@ MAX_INTERVALS = 16
 #: Equalities with more value combinations than this go in as single values.
 MAX_PAIR_COMBINATIONS = 16
 MAX_ATTRS = 256
+#: Most UTF-8 bytes of attribute names one coarse part carries, so that a summary fits
+#: the smallest messages that carry it whatever names its filters use.
+MAX_NAME_BYTES = 8192
 
 Interval = tuple[Value | None, Value | None]  # closed; None is unbounded
 
@@ -85,6 +88,13 @@ class Coarse:
     def attr_count(self) -> int:
         return (len(self.single_attrs) + len(self.pair_attrs) + len(self.intervals)
                 + len(self.present))
+
+    def name_bytes(self) -> int:
+        """UTF-8 bytes of the attribute names it carries (its size on the wire grows
+        with them)."""
+        names = [*self.single_attrs, *(n for pair in self.pair_attrs for n in pair),
+                 *(name for name, _ in self.intervals), *self.present]
+        return sum(len(name.encode()) for name in names)
 
     def may_match(self, attrs: Mapping[str, Value]) -> bool:
         if any(attrs.get(name) is not None for name in self.present):
@@ -171,7 +181,9 @@ class CoarseBuilder:
             frozenset(self.pair_attrs),
             tuple(sorted((name, merge_intervals(ivs)) for name, ivs in self.intervals.items())),
             frozenset(self.present))
-        return None if coarse.attr_count() > MAX_ATTRS else coarse
+        if coarse.attr_count() > MAX_ATTRS or coarse.name_bytes() > MAX_NAME_BYTES:
+            return None  # the summary then matches everything: bounded, never refused
+        return coarse
 
 
 def _equality_of(pred: Expr) -> Equals | None:

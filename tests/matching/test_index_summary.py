@@ -113,3 +113,16 @@ def test_malformed_wire_summaries_are_refused(wire: object) -> None:
 def test_random_garbage_raises_only_decode_errors(wire: object) -> None:
     with contextlib.suppress(SummaryDecodeError):
         Summary.from_wire(wire)
+
+
+def test_a_summary_stays_bounded_by_bytes_whatever_names_its_filters_use() -> None:
+    """Past max_filters a summary is coarsened; a coarse part whose attribute names pass
+    8 KiB is dropped for "everything" (never refused): its wire size stays bounded."""
+    from overlay.core.framing import encode_map
+
+    short = Summary.of([f"a{i} = 1" for i in range(100)])
+    assert short.coarse is not None and not short.matches_all
+    long_names = Summary.of([f"a{i}{'x' * 200} = 1" for i in range(100)])
+    assert long_names.matches_all
+    assert len(encode_map(long_names.to_wire())) < 64
+    assert len(encode_map(short.to_wire())) < 16384
