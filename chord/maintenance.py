@@ -25,7 +25,6 @@ us too.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
 from chord.kbr import NodeRef
@@ -66,17 +65,17 @@ class Maintenance:
         for name in (*PERIODIC, JOIN):
             self.node.timers.cancel(name)
 
-    def _period(self, name: Hashable) -> float:
+    def _period(self, name: str) -> float:
         cfg = self.node.config
         interval = {STABILIZE: cfg.stabilize_interval, FIX_FINGERS: cfg.fix_fingers_interval,
                     CHECK_PREDECESSOR: cfg.check_predecessor_interval,
                     MERGE: cfg.merge_interval}[name]
         return interval * (1.0 + cfg.jitter * (2.0 * self.node.rng.random() - 1.0))
 
-    def _schedule(self, now: float, name: Hashable) -> None:
+    def _schedule(self, now: float, name: str) -> None:
         self.node.timers.set(name, now + self._period(name))
 
-    def on_timer(self, now: float, name: Hashable) -> None:
+    def on_timer(self, now: float, name: str) -> None:
         if name == JOIN:
             self.try_join(now)
             return

@@ -227,7 +227,7 @@ class ChordNode(CoreBase):
                         self.calls.timed_out(now, rid)
                     else:
                         self.router.on_timeout(now, rid)
-                else:
+                elif isinstance(name, str):  # the maintenance timers are named
                     self.maintenance.on_timer(now, name)
         app = self.app
         if app is not None and not self.left:
@@ -352,8 +352,8 @@ class ChordNode(CoreBase):
         first = self.successors.first()
         if first is not None and first.addr == gone.addr:
             rest = [n for n in self.successors if n.addr != gone.addr]
-            handed = [n for n in msg.successors if n.addr != gone.addr]
-            self.successors.replace(handed or rest)
+            its_list = [n for n in msg.successors if n.addr != gone.addr]
+            self.successors.replace(its_list or rest)
             changed = True
         else:
             changed |= self.successors.remove(gone.addr)

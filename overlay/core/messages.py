@@ -332,9 +332,9 @@ def _encode_any_message(value: Any) -> Any:
 @dataclass_transform(frozen_default=True)
 def record(cls: R) -> R:
     """Make ``cls`` a frozen dataclass with compiled wire converters."""
-    dc = dataclasses.dataclass(frozen=True, slots=True)(cls)
+    dc: Any = dataclasses.dataclass(frozen=True, slots=True)(cls)
     init, trusted = _slot_init(dc)
-    dc.__init__ = init  # type: ignore[misc]
+    dc.__init__ = init
     dc.trusted = staticmethod(trusted)
     hints = typing.get_type_hints(dc)
     decoders: dict[str, Converter] = {}
@@ -351,7 +351,7 @@ def record(cls: R) -> R:
     dc._encoders = encoders
     dc._plan = tuple((name, _passed_through(hints[name]), dec, name in optional)
                      for name, dec in decoders.items())
-    return dc
+    return typing.cast(R, dc)
 
 
 def _slot_init(dc: type) -> tuple[Callable[..., None], Callable[..., Any]]:
@@ -461,6 +461,7 @@ def decode_message(data: Any) -> Message:
     if cls is None:
         raise MessageError(f"unknown message type {type_name!r}")
     try:
-        return cls.from_wire(data)
+        msg: Message = cls.from_wire(data)
     except _Invalid as exc:
         raise MessageError(f"invalid {type_name}: {exc}") from None
+    return msg

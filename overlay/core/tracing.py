@@ -15,6 +15,7 @@ import json
 import logging
 import math
 import os
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +167,7 @@ class _Heads(dict[tuple[float, str], bytes]):
         return head
 
 
-def _render(_logger: Any, _method: str, event_dict: dict[str, Any]) -> bytes:
+def _render(_logger: Any, _method: str, event_dict: MutableMapping[str, Any]) -> bytes:
     """structlog's one processor: the records given to :class:`NodeTracer` (with its
     node and run, in the fixed field order) as JSON lines."""
     return render_lines(event_dict["node"], event_dict["run"], event_dict["items"])

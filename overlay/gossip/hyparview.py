@@ -19,7 +19,7 @@ of the passive view of the node where it ends.
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from overlay.core.messages import Message
@@ -61,7 +61,7 @@ class HyParView:
         self._busy: set[str] = set()
         #: Passive entries sent in this node's last shuffle (replaced first by the reply).
         self._shuffled_out: tuple[str, ...] = ()
-        self._handlers = {
+        self._handlers: dict[type[Message], Callable[[float, str, Any], None]] = {
             Join: self._on_join, ForwardJoin: self._on_forward_join, Link: self._on_link,
             NeighbourRequest: self._on_neighbour_request,
             NeighbourReply: self._on_neighbour_reply, Disconnect: self._on_disconnect,
