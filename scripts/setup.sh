@@ -6,13 +6,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages: a Java runtime for Spark; ip and nft for the network-namespace lab;
-# sshd and ssh for the remote-deploy tests.
+# sshd and ssh for the remote-deploy tests; Node.js and npm for clients/js.
 missing=()
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v nft >/dev/null 2>&1 || missing+=(nftables)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v ssh >/dev/null 2>&1 || missing+=(openssh-client)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}" >&2
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
@@ -33,4 +35,13 @@ if ! .venv/bin/python -c "import overlay, trio, pyspark, pytest_trio" >/dev/null
     exit 1
   fi
   touch .venv/.installed
+fi
+
+# The JavaScript client's dependencies, exactly as package-lock.json pins them.
+if [ ! -d clients/js/node_modules ] || [ clients/js/package-lock.json -nt clients/js/node_modules ]; then
+  if ! (cd clients/js && npm ci --no-audit --no-fund) >.venv/npm.log 2>&1; then
+    cat .venv/npm.log >&2
+    exit 1
+  fi
+  touch clients/js/node_modules
 fi

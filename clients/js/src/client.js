@@ -1,0 +1,575 @@
+// The overlay daemon's local socket API (version 1), from JavaScript.
+//
+// One Client is one connection. Requests may be pipelined: every method returns a
+// promise, and the frames of everything asked in one turn of the event loop leave in
+// one write. Publishes asked in a row are sent as one batched publish when the daemon
+// offers it (hello's `features`), split so that no frame exceeds the daemon's
+// `max_frame`: a publisher that keeps many publishes in flight gets batching for free.
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+import {
+  ConnectionClosed,
+  RequestError,
+  TooLarge,
+} from './errors.js';
+import {
+  DEFAULT_MAX_FRAME,
+  FrameReader,
+  arrayHeader,
+  cbor,
+  encodeFrame,
+  frameBytes,
+  normalizeInt,
+} from './frames.js';
+
+export const API_VERSION = 1;
+
+/** Where to connect when no target is given: $OVERLAY_API, else the default state dir. */
+export function defaultTarget() {
+  if (process.env.OVERLAY_API) return process.env.OVERLAY_API;
+  const base = process.env.XDG_STATE_HOME || path.join(os.homedir(), '.local', 'state');
+  return path.join(base, 'overlay', 'api.sock');
+}
+
+/**
+ * Connect to a daemon and say hello.
+ * @param {string | {path: string} | {host: string, port: number}} [target]
+ *   a Unix socket path, `tcp:HOST:PORT`, or an object; default {@link defaultTarget}
+ * @param {import('./index.js').ConnectOptions} [options]
+ * @returns {Promise<Client>}
+ */
+export async function connect(target, options = {}) {
+  const socket = await openSocket(target ?? defaultTarget());
+  const client = new Client(socket, options);
+  try {
+    await client._hello();
+  } catch (error) {
+    client.close();
+    throw error;
+  }
+  return client;
+}
+
+function openSocket(target) {
+  let address = target;
+  if (typeof target === 'string') {
+    if (target.startsWith('tcp:')) {
+      const rest = target.slice(4);
+      const colon = rest.lastIndexOf(':');
+      address = { host: rest.slice(0, colon).replace(/^\[|\]$/g, ''),
+        port: Number(rest.slice(colon + 1)) };
+    } else {
+      address = { path: target };
+    }
+  }
+  return new Promise((resolve, reject) => {
+    const socket = net.createConnection(address);
+    const failed = (error) => {
+      reject(new ConnectionClosed(`cannot reach the daemon at ${describe(target)}: ${error.message}`));
+    };
+    socket.once('error', failed);
+    socket.once('connect', () => {
+      socket.off('error', failed);
+      socket.setNoDelay?.(true);
+      resolve(socket);
+    });
+  });
+}
+
+function describe(target) {
+  return typeof target === 'string' ? target : JSON.stringify(target);
+}
+
+export class Client {
+  /** @param {net.Socket} socket @param {import('./index.js').ConnectOptions} options */
+  constructor(socket, options) {
+    this.socket = socket;
+    this.clientName = options.clientName ?? 'overlay-js';
+    this.batchNotify = options.batchNotify ?? true;
+    this.batchPublish = options.batchPublish ?? true;
+    /** From the hello reply. */
+    this.node = '';
+    this.mode = '';
+    this.version = 0;
+    /** @type {string[]} */
+    this.features = [];
+    this.maxFrame = DEFAULT_MAX_FRAME;
+
+    this._nextRid = 1;
+    /** rid -> {resolve, reject, kind, sub?} */
+    this._pending = new Map();
+    /** sub handle -> Subscription */
+    this._subs = new Map();
+    /** Requests of this turn not yet written: frames, and publishes still to batch. */
+    this._outgoing = [];
+    this._flushQueued = false;
+    this._closedError = null;
+    this._reader = new FrameReader(DEFAULT_MAX_FRAME);
+    this._pausedBy = new Set();
+
+    this.closed = new Promise((resolve) => { this._resolveClosed = resolve; });
+    socket.on('data', (chunk) => this._onData(chunk));
+    socket.on('error', (error) => this._lost(new ConnectionClosed(
+      `connection to the daemon lost: ${error.message}`)));
+    socket.on('close', () => this._lost(new ConnectionClosed('the daemon closed the connection')));
+  }
+
+  // -- requests ------------------------------------------------------------------
+
+  async _hello() {
+    const reply = await this.request({
+      op: 'hello', version: API_VERSION, client: this.clientName,
+      ...(this.batchNotify ? { batch_notify: true } : {}),
+    });
+    this.node = reply.node;
+    this.mode = reply.mode;
+    this.version = reply.version;
+    this.features = Array.isArray(reply.features) ? reply.features : [];
+    if (typeof reply.max_frame === 'number') {
+      this.maxFrame = reply.max_frame;
+      this._reader.maxFrame = Math.max(this._reader.maxFrame, reply.max_frame);
+    }
+    return reply;
+  }
+
+  /**
+   * Send any request map (`rid` is added) and resolve with the reply map;
+   * rejects with a typed {@link RequestError} when the reply is `ok: false`.
+   * @param {Record<string, unknown>} fields
+   */
+  request(fields) {
+    return this._request(fields, null);
+  }
+
+  _request(fields, subscription) {
+    return new Promise((resolve, reject) => {
+      if (this._closedError) {
+        reject(this._closedError);
+        return;
+      }
+      const rid = this._nextRid++;
+      this._pending.set(rid, { resolve, reject, kind: fields.op, subscription });
+      this._queue({ frame: encodeFrame({ ...fields, rid }), reject });
+    });
+  }
+
+  /**
+   * Publish one event. Resolves with `{msgId, seq}` once the daemon accepted it (with
+   * `reliable`, once the topic's root and its replicas hold it).
+   * @param {string} topic
+   * @param {import('./index.js').PublishOptions} [options]
+   * @returns {Promise<import('./index.js').Published>}
+   */
+  publish(topic, options = {}) {
+    return new Promise((resolve, reject) => {
+      if (this._closedError) {
+        reject(this._closedError);
+        return;
+      }
+      const event = publishFields(topic, options);
+      const reliable = options.reliable ?? true;
+      this._queue({ event, reliable, resolve, reject });
+    });
+  }
+
+  /**
+   * Publish several events in one request (when the daemon offers batched publish; else
+   * one request each). Resolves with one entry per event, in order: `{msgId, seq}` or
+   * the {@link RequestError} refusing that event; the others are not affected.
+   * @param {Array<{topic: string} & import('./index.js').PublishOptions>} events
+   * @param {{reliable?: boolean}} [options]
+   */
+  publishMany(events, options = {}) {
+    const reliable = options.reliable ?? true;
+    return Promise.all(events.map((event) => this.publish(event.topic,
+      { ...event, reliable }).catch((error) => {
+      if (error instanceof RequestError) return error;
+      throw error;
+    })));
+  }
+
+  /**
+   * Subscribe to a topic. Resolves once the subscription is in effect.
+   * @param {string} topic
+   * @param {import('./index.js').SubscribeOptions} [options]
+   * @returns {Promise<Subscription>}
+   */
+  async subscribe(topic, options = {}) {
+    const fields = { op: 'subscribe', topic, filter: options.filter ?? '' };
+    if (options.expiry !== undefined && options.expiry !== null) fields.expiry = options.expiry;
+    if (options.group !== undefined) fields.group = options.group;
+    if (options.replay !== undefined) {
+      const { last, sinceSeq } = options.replay;
+      fields.replay = last !== undefined ? { last } : { since_seq: sinceSeq };
+    }
+    const subscription = new Subscription(this, topic, options);
+    await this._request(fields, subscription);
+    return subscription;
+  }
+
+  /** The daemon's status map. */
+  async status() {
+    const { rid, ok, ...status } = await this.request({ op: 'status' });
+    return status;
+  }
+
+  /** Close the connection; pending requests reject with ConnectionClosed. */
+  close() {
+    this._flush();
+    this._lost(new ConnectionClosed('the client closed the connection'));
+    this.socket.end();
+    this.socket.destroySoon?.();
+  }
+
+  // -- writing -------------------------------------------------------------------
+
+  _queue(item) {
+    this._outgoing.push(item);
+    if (!this._flushQueued) {
+      this._flushQueued = true;
+      queueMicrotask(() => this._flush());
+    }
+  }
+
+  _flush() {
+    this._flushQueued = false;
+    const items = this._outgoing;
+    if (items.length === 0) return;
+    this._outgoing = [];
+    const frames = [];
+    const batching = this.batchPublish && this.features.includes('publish_batch');
+    let run = [];
+    const endRun = () => {
+      if (run.length > 0) this._publishFrames(run, batching, frames);
+      run = [];
+    };
+    for (const item of items) {
+      if (item.frame) {
+        endRun();
+        frames.push(item.frame);
+      } else {
+        if (run.length > 0 && run[0].reliable !== item.reliable) endRun();
+        run.push(item);
+      }
+    }
+    endRun();
+    if (frames.length > 0 && !this._closedError) {
+      this.socket.write(frames.length === 1 ? frames[0] : Buffer.concat(frames));
+    }
+  }
+
+  /** Frames for publishes of one reliability in a row: batches bounded by max_frame. */
+  _publishFrames(run, batching, frames) {
+    if (!batching || run.length === 1) {
+      for (const item of run) {
+        const rid = this._nextRid++;
+        const frame = encodeFrame({ op: 'publish', rid, reliable: item.reliable, ...item.event });
+        if (frame.length - 4 > this.maxFrame) {
+          item.reject(tooLarge(frame.length - 4, this.maxFrame));
+          continue;
+        }
+        this._pending.set(rid, { resolve: item.resolve, reject: item.reject, kind: 'publish' });
+        frames.push(frame);
+      }
+      return;
+    }
+    let batch = [];
+    let bodies = [];
+    let size = 0;
+    let rid = this._nextRid;
+    const send = () => {
+      if (batch.length > 0) {
+        frames.push(this._batchFrame(rid, run[0].reliable, batch, bodies));
+        this._nextRid++;
+        rid = this._nextRid;
+      }
+      batch = [];
+      bodies = [];
+      size = 0;
+    };
+    for (const item of run) {
+      const body = cbor.encode(item.event);
+      if (batchPrefixSize(rid, 1) + body.length > this.maxFrame) {
+        item.reject(tooLarge(batchPrefixSize(rid, 1) + body.length, this.maxFrame));
+        continue;
+      }
+      if (batchPrefixSize(rid, batch.length + 1) + size + body.length > this.maxFrame) send();
+      batch.push(item);
+      bodies.push(Buffer.from(body));  // cbor-x reuses its buffer: keep our own copy
+      size += body.length;
+    }
+    send();
+  }
+
+  _batchFrame(rid, reliable, batch, bodies) {
+    this._pending.set(rid, { kind: 'publish_batch', items: batch });
+    const prefix = batchPrefix(rid, reliable, batch.length);
+    return frameBytes(Buffer.concat([prefix, ...bodies]));
+  }
+
+  // -- reading -------------------------------------------------------------------
+
+  _onData(chunk) {
+    const messages = [];
+    let unreadable = null;
+    try {
+      this._reader.push(chunk, (body) => messages.push(cbor.decode(body)));
+    } catch (error) {
+      unreadable = error;
+    }
+    for (const msg of messages) this._dispatch(msg);
+    if (unreadable) {
+      this._lost(new ConnectionClosed(`unreadable data from the daemon: ${unreadable.message}`));
+      this.socket.destroy();
+    }
+  }
+
+  _dispatch(msg) {
+    const event = msg.event;
+    if (event === undefined) {
+      this._reply(msg);
+    } else if (event === 'notify_batch') {
+      for (const notify of msg.events) this._notify(notify);
+    } else if (event === 'notify') {
+      this._notify(msg);
+    } else if (event === 'expired') {
+      const sub = this._subs.get(normalizeInt(msg.sub));
+      if (sub) sub._end(null, true);
+    } else if (event === 'error') {
+      const error = RequestError.fromWire(msg.error);
+      this._lost(new ConnectionClosed(`the daemon closed the connection: ${error.message}`,
+        error));
+    }
+  }
+
+  _notify(msg) {
+    const sub = this._subs.get(msg.sub);
+    if (sub === undefined) return;
+    const attrs = msg.attrs ?? {};
+    for (const key in attrs) {
+      if (typeof attrs[key] === 'bigint') attrs[key] = normalizeInt(attrs[key]);
+    }
+    sub._deliver({
+      sub: msg.sub,
+      topic: msg.topic,
+      msgId: msg.msg_id,
+      seq: msg.seq === null || msg.seq === undefined ? null : normalizeInt(msg.seq),
+      attrs,
+      payload: msg.payload ?? EMPTY,
+      publisher: msg.publisher,
+      ts: msg.ts,
+    });
+  }
+
+  _reply(msg) {
+    const rid = normalizeInt(msg.rid);
+    const entry = this._pending.get(rid);
+    if (entry === undefined) return;
+    this._pending.delete(rid);
+    if (entry.kind === 'publish_batch') {
+      this._batchReply(entry.items, msg);
+      return;
+    }
+    if (!msg.ok) {
+      entry.reject(RequestError.fromWire(msg.error));
+      return;
+    }
+    if (entry.kind === 'publish') {
+      entry.resolve(published(msg));
+    } else if (entry.subscription) {
+      // Register now: the subscription's first events follow this reply at once.
+      const subscription = entry.subscription;
+      subscription.id = normalizeInt(msg.sub);
+      this._subs.set(subscription.id, subscription);
+      entry.resolve(msg);
+    } else {
+      entry.resolve(msg);
+    }
+  }
+
+  _batchReply(items, msg) {
+    if (!msg.ok) {
+      const error = RequestError.fromWire(msg.error);
+      for (const item of items) item.reject(error);
+      return;
+    }
+    const results = msg.results ?? [];
+    items.forEach((item, i) => {
+      const result = results[i];
+      if (result === undefined) {
+        item.reject(RequestError.fromWire({ code: 'internal',
+          message: `the batch reply has ${results.length} results for ${items.length} events` }));
+      } else if (result.error !== undefined) {
+        item.reject(RequestError.fromWire(result.error));
+      } else {
+        item.resolve(published(result));
+      }
+    });
+  }
+
+  _lost(error) {
+    if (this._closedError) return;
+    this._closedError = error;
+    for (const entry of this._pending.values()) {
+      if (entry.items) for (const item of entry.items) item.reject(error);
+      else entry.reject(error);
+    }
+    this._pending.clear();
+    for (const item of this._outgoing) item.reject?.(error);
+    this._outgoing = [];
+    for (const sub of this._subs.values()) sub._end(error, false);
+    this._subs.clear();
+    this._resolveClosed(error);
+  }
+
+  /** A subscription's consumer is behind (or caught up): stop (or resume) reading. */
+  _backpressure(subscription, behind) {
+    if (behind) this._pausedBy.add(subscription);
+    else this._pausedBy.delete(subscription);
+    if (this._pausedBy.size > 0) this.socket.pause();
+    else this.socket.resume();
+  }
+}
+
+const EMPTY = Buffer.alloc(0);
+
+function publishFields(topic, options) {
+  const event = { topic, attrs: options.attrs ?? {} };
+  if (options.payload !== undefined) event.payload = toBytes(options.payload);
+  if (options.msgId !== undefined) event.msg_id = options.msgId;
+  return event;
+}
+
+function toBytes(payload) {
+  if (payload instanceof Uint8Array) return payload;
+  if (typeof payload === 'string') return Buffer.from(payload, 'utf8');
+  throw new TypeError('payload must be a Uint8Array, Buffer or string');
+}
+
+function published(result) {
+  return { msgId: result.msg_id, seq: result.seq === null || result.seq === undefined
+    ? null : normalizeInt(result.seq) };
+}
+
+function tooLarge(size, maxFrame) {
+  return new TooLarge('too_large', `a publish of ${size} bytes exceeds the daemon's max_frame `
+    + `of ${maxFrame}`, { size, max_frame: maxFrame });
+}
+
+// A batched publish is the map {op: "publish", rid, reliable, events: [...]}: its head
+// is built here and the events' own CBOR follows, each encoded once.
+const PREFIX_KEYS = {
+  op: cbor.encode('op'), publish: cbor.encode('publish'), rid: cbor.encode('rid'),
+  reliable: cbor.encode('reliable'), events: cbor.encode('events'),
+};
+
+function batchPrefix(rid, reliable, count) {
+  return Buffer.concat([Buffer.from([0xa4]), PREFIX_KEYS.op, PREFIX_KEYS.publish,
+    PREFIX_KEYS.rid, cbor.encode(rid), PREFIX_KEYS.reliable,
+    Buffer.from([reliable ? 0xf5 : 0xf4]), PREFIX_KEYS.events, arrayHeader(count)]);
+}
+
+function batchPrefixSize(rid, count) {
+  const ridSize = rid < 24 ? 1 : rid < 0x100 ? 2 : rid < 0x10000 ? 3 : rid < 2 ** 32 ? 5 : 9;
+  const keys = 1 + 3 + 8 + 4 + 9 + 1 + 7;  // map head, the four keys, "publish", the bool
+  return keys + ridSize + arrayHeader(count).length;
+}
+
+/**
+ * One subscription: an async iterable of events, or a callback (`onEvent`).
+ * Iteration ends when the subscription expires or is unsubscribed; it throws
+ * {@link ConnectionClosed} when the connection is lost.
+ */
+export class Subscription {
+  constructor(client, topic, options) {
+    this.client = client;
+    this.topic = topic;
+    /** The daemon's handle (`sub`), set once the subscription is in effect. */
+    this.id = -1;
+    /** True once the daemon said the subscription's expiry passed. */
+    this.expired = false;
+    this._onEvent = options.onEvent;
+    this._highWater = options.highWaterMark ?? 10_000;
+    this._queue = [];
+    this._head = 0;
+    this._waiter = null;
+    this._done = false;
+    this._error = null;
+  }
+
+  /** Extend the subscription: `expiry` seconds from now. */
+  async renew(expiry) {
+    await this.client.request({ op: 'renew', sub: this.id, expiry });
+  }
+
+  /** End the subscription; iteration ends. */
+  async unsubscribe() {
+    await this.client.request({ op: 'unsubscribe', sub: this.id });
+    this.client._subs.delete(this.id);
+    this._end(null, false);
+  }
+
+  /** The next event, or null once the subscription ended. */
+  async next() {
+    const result = await this[Symbol.asyncIterator]().next();
+    return result.done ? null : result.value;
+  }
+
+  [Symbol.asyncIterator]() {
+    return {
+      next: () => {
+        if (this._head < this._queue.length) {
+          const value = this._queue[this._head++];
+          if (this._head === this._queue.length) {
+            this._queue = [];
+            this._head = 0;
+            this.client._backpressure(this, false);
+          }
+          return Promise.resolve({ value, done: false });
+        }
+        if (this._error) return Promise.reject(this._error);
+        if (this._done) return Promise.resolve({ value: undefined, done: true });
+        return new Promise((resolve, reject) => { this._waiter = { resolve, reject }; });
+      },
+      return: async () => {
+        if (!this._done && this.client._subs.has(this.id)) {
+          await this.unsubscribe().catch(() => {});
+        }
+        return { value: undefined, done: true };
+      },
+      [Symbol.asyncIterator]() { return this; },
+    };
+  }
+
+  _deliver(event) {
+    if (this._onEvent) {
+      this._onEvent(event);
+      return;
+    }
+    if (this._waiter) {
+      const waiter = this._waiter;
+      this._waiter = null;
+      waiter.resolve({ value: event, done: false });
+      return;
+    }
+    this._queue.push(event);
+    if (this._queue.length - this._head === this._highWater) this.client._backpressure(this, true);
+  }
+
+  _end(error, expired) {
+    if (this._done) return;
+    this._done = true;
+    this.expired = expired;
+    if (expired) this.client._subs.delete(this.id);
+    this.client._backpressure(this, false);
+    this._error = error;  // thrown once the events already queued are taken
+    const waiter = this._waiter;
+    this._waiter = null;
+    if (waiter) {
+      if (this._error) waiter.reject(this._error);
+      else waiter.resolve({ value: undefined, done: true });
+    }
+  }
+}

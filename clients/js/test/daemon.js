@@ -1,0 +1,91 @@
+// Real daemons for the tests: `overlay daemon` from the repository's virtualenv (or
+// $OVERLAY_BIN), each in its own state directory, stopped after the test.
+import { spawn } from 'node:child_process';
+import net from 'node:net';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+export const OVERLAY_BIN = process.env.OVERLAY_BIN ?? path.join(REPO, '.venv', 'bin', 'overlay');
+
+/**
+ * Start one daemon (a ring of its own) and wait for its ready line.
+ * @param {{config?: string, timeout?: number}} [options] config: TOML text
+ * @returns {Promise<{api: string, dir: string, node: string, stop: () => Promise<void>}>}
+ */
+export async function startDaemon({ config, timeout = 30_000 } = {}) {
+  const dir = await mkdtemp(path.join(tmpdir(), 'overlay-js-'));
+  const args = ['daemon', '--bind', '127.0.0.1:0', '--state-dir', dir];
+  if (config !== undefined) {
+    await writeFile(path.join(dir, 'overlay.toml'), config);
+    args.push('--config', path.join(dir, 'overlay.toml'));
+  }
+  const child = spawn(OVERLAY_BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (chunk) => { stderr = (stderr + chunk).slice(-4000); });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  const ready = await new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => fail(new Error(`daemon not ready within ${timeout} ms`)),
+      timeout);
+    const fail = (error) => {
+      clearTimeout(timer);
+      child.kill('SIGKILL');
+      reject(new Error(`${error.message}\n${stderr}`));
+    };
+    child.once('error', fail);
+    const early = (code) => fail(new Error(`daemon exited with ${code}`));
+    child.once('exit', early);
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+      for (const line of out.split('\n')) {
+        if (line.includes('"ready"')) {
+          clearTimeout(timer);
+          child.off('exit', early);
+          resolve(JSON.parse(line));
+          return;
+        }
+      }
+    });
+  });
+  // The ready line may come just before the API socket listens: wait until it accepts.
+  await waitFor(() => accepts(ready.api), `the API socket ${ready.api}`, timeout);
+  const stop = async () => {
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    await exited;
+    clearTimeout(timer);
+    await rm(dir, { recursive: true, force: true });
+  };
+  return { api: ready.api, dir, node: ready.node, stop };
+}
+
+function accepts(socketPath) {
+  return new Promise((resolve) => {
+    const probe = net.createConnection({ path: socketPath });
+    probe.once('connect', () => { probe.destroy(); resolve(true); });
+    probe.once('error', () => resolve(false));
+  });
+}
+
+/** Resolve once `check()` is true; reject past `timeout` ms, naming `what`. */
+export async function waitFor(check, what, timeout = 10_000) {
+  const deadline = Date.now() + timeout;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** The next event of a subscription, or a rejection past `timeout` ms. */
+export function nextWithin(subscription, timeout = 10_000) {
+  let timer;
+  return Promise.race([
+    subscription.next().finally(() => clearTimeout(timer)),
+    new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no event within ${timeout} ms`)), timeout);
+    }),
+  ]);
+}
