@@ -1,5 +1,10 @@
-"""End-to-end publish-to-notify throughput and latency: the overlay daemons against
-Mosquitto (MQTT QoS 0) and Redis pub/sub, same workload, same machine, same run.
+"""End-to-end publish-to-notify throughput and latency through Python clients: the
+overlay daemons against Mosquitto (MQTT QoS 0) and Redis pub/sub.
+
+What this measures is mostly the Python clients' own cost (raw frames, paho-mqtt,
+redis-py): they are the bottleneck on every side, so its ratios say little about the
+systems. The fair comparison, every system driven from one Node.js harness with the
+brokers' native tools as ceilings, is bench/throughput/ (run.mjs).
 
 Setups:
   1 daemon     one ``overlay daemon``; the publisher and one subscriber on its local API

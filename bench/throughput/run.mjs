@@ -1,0 +1,325 @@
+// Fair throughput and latency: the overlay and the brokers driven by one Node.js harness.
+//
+//   node bench/throughput/run.mjs [--quick] [--rounds 3] [--events 50000] [--window 512]
+//        [--sizes 100,4096] [--subs 1,10] [--daemons 1,10] [--systems a,b] [--no-native]
+//        [--paced-events 2000] [--paced-rate 1000]
+//
+// Systems: the overlay through clients/js (unreliable and reliable publishes), Mosquitto
+// through npm mqtt (QoS 0 and 1), Redis pub/sub through npm redis, NATS core through npm
+// nats; brokers from Debian's packages (bench/throughput/setup.sh), started here on free
+// loopback ports, skipped with a message when missing. The same payloads (payload.mjs),
+// the same publisher loop, subscribers in a process of their own (subscriber.mjs).
+//
+// Setups: 1 daemon (publisher and subscribers on it) and 10 daemons (`overlay cluster
+// up`; the publisher on n00, subscriber i on daemon 1 + i % 9), against one broker with
+// the same publisher and subscribers. Per setup, subscriber count and payload size:
+//   throughput  `--events` events as fast as the publisher can send them with `--window`
+//               unacknowledged (overlay: replies; MQTT: PUBACK at QoS 1, the socket
+//               write at QoS 0; Redis: replies; NATS: a flush every `--window`).
+//               events/s = events each subscriber got / (last receipt - first send);
+//               MB/s = payload bytes delivered to all subscribers per second.
+//               Rounds run the systems in a rotated order (A B C, B C A, ...), so that
+//               load moving on the machine falls on all alike; each ratio is taken per
+//               round (overlay and broker of the same round), then its median.
+//   paced       `--paced-events` at `--paced-rate`/s, each timed from send to receipt.
+// Native tools (mosquitto_pub/sub, redis-benchmark) are printed as ceilings: what each
+// broker does with its own C clients. `uptime` load is printed before and after.
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+import { nativeCeilings } from './native.mjs';
+import { makePayload } from './payload.mjs';
+import { SYSTEMS, startBrokers, startOverlay } from './systems.mjs';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+
+function parseArgs(argv) {
+  const options = {
+    rounds: 3, events: 50_000, events4k: 20_000, window: 512, sizes: [100, 4096],
+    subs: [1, 10], daemons: [1, 10], systems: Object.keys(SYSTEMS), native: true,
+    pacedEvents: 2000, pacedRate: 1000, warmup: 5000,
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const flag = argv[i];
+    const value = () => argv[++i];
+    const list = () => value().split(',');
+    if (flag === '--quick') {
+      Object.assign(options, { rounds: 2, events: 20_000, events4k: 5000, pacedEvents: 500,
+        warmup: 2000 });
+    } else if (flag === '--rounds') options.rounds = Number(value());
+    else if (flag === '--events') options.events = options.events4k = Number(value());
+    else if (flag === '--window') options.window = Number(value());
+    else if (flag === '--sizes') options.sizes = list().map(Number);
+    else if (flag === '--subs') options.subs = list().map(Number);
+    else if (flag === '--daemons') options.daemons = list().map(Number);
+    else if (flag === '--systems') options.systems = list();
+    else if (flag === '--no-native') options.native = false;
+    else if (flag === '--paced-events') options.pacedEvents = Number(value());
+    else if (flag === '--paced-rate') options.pacedRate = Number(value());
+    else throw new Error(`unknown flag ${flag}`);
+  }
+  return options;
+}
+
+const log = (text) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${text}\n`);
+const load = () => os.loadavg().map((x) => x.toFixed(2)).join(' ');
+
+/** Subscribers of one system in their own process (subscriber.mjs). */
+class SubscriberProcess {
+  constructor(system, topic, targets) {
+    this.child = spawn(process.execPath, [path.join(HERE, 'subscriber.mjs'), system, topic,
+      ...targets.map(String)], { stdio: ['pipe', 'pipe', 'inherit'] });
+    this.replies = [];
+    this.waiters = [];
+    readline.createInterface({ input: this.child.stdout }).on('line', (line) => {
+      const msg = JSON.parse(line);
+      const waiter = this.waiters.shift();
+      if (waiter) waiter(msg);
+      else this.replies.push(msg);
+    });
+    this.exited = new Promise((resolve) => this.child.once('exit', resolve));
+  }
+
+  next(timeout) {
+    if (this.replies.length) return Promise.resolve(this.replies.shift());
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('subscriber process did not answer')),
+        timeout);
+      this.waiters.push((msg) => { clearTimeout(timer); resolve(msg); });
+    });
+  }
+
+  async expect(run, count, timeout) {
+    this.child.stdin.write(`${JSON.stringify({ expect: run, count, timeout })}\n`);
+    return this.next(timeout + 10_000);
+  }
+
+  async close() {
+    this.child.stdin.write(`${JSON.stringify({ exit: true })}\n`);
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), 5000);
+    await this.exited;
+    clearTimeout(timer);
+  }
+}
+
+/** Send `count` payloads keeping at most `window` unacknowledged; returns when all are. */
+async function blast(publisher, count, window, size, run) {
+  let inflight = 0;
+  let failure = null;
+  let wake = null;
+  const settle = () => {
+    inflight--;
+    if (wake && inflight < window) { const w = wake; wake = null; w(); }
+  };
+  const fail = (error) => { failure ??= error; settle(); };
+  for (let seq = 0; seq < count;) {
+    while (inflight < window && seq < count) {
+      const pending = publisher.send(makePayload(size, run, seq++));
+      if (pending) {
+        inflight++;
+        pending.then(settle, fail);
+      }
+      if (publisher.flush && seq % window === 0) await publisher.flush();
+    }
+    if (inflight >= window) await new Promise((resolve) => { wake = resolve; });
+    if (failure) throw failure;
+  }
+  while (inflight > 0) await new Promise((resolve) => { wake = resolve; });
+  if (publisher.flush) await publisher.flush();
+  if (failure) throw failure;
+}
+
+/** `count` payloads at `rate` per second (all sends, no window: the rate is low). */
+async function paced(publisher, count, rate, size, run) {
+  const start = performance.now();
+  const pending = [];
+  for (let seq = 0; seq < count;) {
+    const due = Math.min(count, Math.floor(((performance.now() - start) * rate) / 1000) + 1);
+    while (seq < due) {
+      const sent = publisher.send(makePayload(size, run, seq++));
+      if (sent) pending.push(sent);
+      if (publisher.flush) await publisher.flush();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  await Promise.all(pending);
+}
+
+let nextRun = 1;
+
+async function probe(name, contender) {
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const run = nextRun++;
+    await blast(contender.publisher, 1, 1, 100, run);
+    const got = await contender.subs.expect(run, 1, 1000);
+    if (got.received.every((n) => n >= 1)) return;
+  }
+  throw new Error(`${name}: the subscribers never heard a probe`);
+}
+
+async function throughput(contender, count, window, size) {
+  const run = nextRun++;
+  const startNs = process.hrtime.bigint();
+  await blast(contender.publisher, count, window, size, run);
+  const got = await contender.subs.expect(run, count, 30_000);
+  const least = Math.min(...got.received);
+  const seconds = Number(BigInt(got.lastNs) - startNs) / 1e9;
+  const rate = least / seconds;
+  return { rate, mbps: (rate * size * got.received.length) / 1e6, lost: count - least,
+    burstP50: got.latUs.p50, burstP99: got.latUs.p99 };
+}
+
+async function latency(contender, count, rate, size) {
+  const run = nextRun++;
+  await paced(contender.publisher, count, rate, size, run);
+  const got = await contender.subs.expect(run, count, 30_000);
+  return { p50: got.latUs.p50, p99: got.latUs.p99, lost: count - Math.min(...got.received) };
+}
+
+function median(values) {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+const fmtRate = (x) => (x >= 1000 ? `${(x / 1000).toFixed(1)}k` : x.toFixed(0));
+const fmtUs = (x) => (x === null || x === undefined ? '-'
+  : x >= 1000 ? `${(x / 1000).toFixed(2)}ms` : `${x.toFixed(0)}us`);
+
+/** One setup (daemons), one subscriber count: every system, every size. */
+async function scenario(setup, nsubs, overlay, brokers, options, results) {
+  const topic = `bench-${process.pid}-${setup.replace(' ', '')}-${nsubs}`;
+  const contenders = {};
+  try {
+    for (const name of options.systems) {
+      const system = SYSTEMS[name];
+      let publishTo;
+      let targets;
+      if (system.kind === 'overlay') {
+        publishTo = overlay.apis[0];
+        targets = overlay.apis.length === 1 ? Array(nsubs).fill(overlay.apis[0])
+          : Array.from({ length: nsubs }, (_, i) => overlay.apis[1 + (i % (overlay.apis.length - 1))]);
+      } else {
+        if (!brokers[system.kind]) continue;
+        publishTo = brokers[system.kind].port;
+        targets = Array(nsubs).fill(brokers[system.kind].port);
+      }
+      const subs = new SubscriberProcess(name, topic, targets);
+      const adapter = await system.make();
+      contenders[name] = { subs, publisher: await adapter.publisher(publishTo, topic) };
+      const ready = await subs.next(60_000);
+      if (!ready.ready) throw new Error(`${name}: subscribers not ready: ${JSON.stringify(ready)}`);
+      await probe(name, contenders[name]);
+    }
+    const names = Object.keys(contenders);
+    log(`${setup}, ${nsubs} subscriber(s): ${names.join(', ')} subscribed; load ${load()}`);
+    for (const size of options.sizes) {
+      const count = size > 1000 ? options.events4k : options.events;
+      for (const name of names) {
+        await throughput(contenders[name], Math.min(count, options.warmup), options.window, size);
+      }
+      for (let round = 0; round < options.rounds; round++) {
+        const order = names.map((_, i) => names[(i + round) % names.length]);
+        for (const name of order) {
+          const result = await throughput(contenders[name], count, options.window, size);
+          results.push({ kind: 'throughput', setup, nsubs, size, name, round, load: os.loadavg()[0],
+            ...result });
+          log(`  ${size} B round ${round + 1} ${name}: ${fmtRate(result.rate)}/s`
+            + `${result.lost ? ` (LOST ${result.lost})` : ''}`);
+        }
+      }
+      for (const name of names) {
+        const result = await latency(contenders[name], options.pacedEvents, options.pacedRate, size);
+        results.push({ kind: 'paced', setup, nsubs, size, name, ...result });
+      }
+    }
+  } finally {
+    for (const contender of Object.values(contenders)) {
+      await contender.publisher.close();
+      await contender.subs.close();
+    }
+  }
+}
+
+const PAIRS = [
+  ['overlay unreliable', 'mosquitto QoS0'],
+  ['overlay reliable', 'mosquitto QoS1'],
+  ['overlay unreliable', 'redis pub/sub'],
+  ['overlay unreliable', 'nats core'],
+];
+
+function report(results, options) {
+  const groups = new Map();
+  for (const r of results) {
+    const key = `${r.setup}|${r.nsubs}|${r.size}`;
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(r);
+  }
+  for (const [key, rows] of groups) {
+    const [setup, nsubs, size] = key.split('|');
+    console.log(`\n## ${setup}, ${nsubs} subscriber(s), ${size} B payload, window ${options.window}`);
+    console.log('system               events/s (min-max)          MB/s    burst p50/p99       paced p50/p99');
+    const names = [...new Set(rows.map((r) => r.name))];
+    for (const name of names) {
+      const runs = rows.filter((r) => r.name === name && r.kind === 'throughput');
+      const pace = rows.find((r) => r.name === name && r.kind === 'paced');
+      const rates = runs.map((r) => r.rate);
+      const lost = runs.reduce((sum, r) => sum + r.lost, 0) + (pace?.lost ?? 0);
+      console.log(`${name.padEnd(20)} ${fmtRate(median(rates)).padStart(7)} `
+        + `(${fmtRate(Math.min(...rates))}-${fmtRate(Math.max(...rates))})`.padEnd(20)
+        + `${median(runs.map((r) => r.mbps)).toFixed(1).padStart(7)}   `
+        + `${fmtUs(median(runs.map((r) => r.burstP50)))}/${fmtUs(median(runs.map((r) => r.burstP99)))}`.padEnd(20)
+        + `${fmtUs(pace?.p50)}/${fmtUs(pace?.p99)}${lost ? `  LOST ${lost}` : ''}`);
+    }
+    for (const [a, b] of PAIRS) {
+      const ra = rows.filter((r) => r.name === a && r.kind === 'throughput');
+      const rb = rows.filter((r) => r.name === b && r.kind === 'throughput');
+      if (!ra.length || !rb.length) continue;
+      const ratios = ra.map((r) => r.rate / rb.find((x) => x.round === r.round).rate);
+      const pa = rows.find((r) => r.name === a && r.kind === 'paced');
+      const pb = rows.find((r) => r.name === b && r.kind === 'paced');
+      console.log(`  ${a} / ${b}: throughput per round ${ratios.map((x) => x.toFixed(2)).join(' ')}`
+        + ` -> median ${median(ratios).toFixed(2)}x; paced p99 ${(pa.p99 / pb.p99).toFixed(2)}x`
+        + ` (load ${ra.map((r) => r.load.toFixed(1)).join(' ')})`);
+    }
+  }
+}
+
+async function main() {
+  const options = parseArgs(process.argv.slice(2));
+  console.log(`# bench/throughput: ${os.cpus().length} CPUs, node ${process.version}, `
+    + `load average at start ${load()}`);
+  const work = await mkdtemp(path.join(os.tmpdir(), 'bench-throughput-'));
+  const results = [];
+  const brokers = await startBrokers(work, log);
+  try {
+    if (options.native) {
+      console.log('\n## Native clients (ceilings: each broker with its own C tools)');
+      for (const line of await nativeCeilings(brokers, options, log)) console.log(line);
+    }
+    for (const daemons of options.daemons) {
+      const setup = `${daemons} daemon${daemons > 1 ? 's' : ''}`;
+      log(`${setup}: starting`);
+      const overlay = await startOverlay(path.join(work, `cluster-${daemons}`), daemons);
+      try {
+        for (const nsubs of options.subs) {
+          await scenario(setup, nsubs, overlay, brokers, options, results);
+        }
+      } finally {
+        await overlay.stop();
+      }
+    }
+  } finally {
+    for (const broker of Object.values(brokers)) await broker.stop();
+    await rm(work, { recursive: true, force: true });
+  }
+  report(results, options);
+  console.log(`\nload average at the end ${load()}`);
+}
+
+await main();
+process.exit(0);
