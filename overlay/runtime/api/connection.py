@@ -7,19 +7,24 @@ sees an event for a handle it has not been given yet. That reply itself comes on
 subscription is in effect (``PubSubService.in_effect``).
 Everything waiting to be written counts against ``max_queue_bytes``: a subscriber that
 does not read is cut off with an ``overloaded`` error instead of growing our memory.
+
+Batching (docs/api-batching.md): a publish carrying ``events`` gets one reply with a
+result per event; a connection whose hello asked for ``batch_notify`` gets the notifies
+that are ready together in ``notify_batch`` pushes, each frame at most ``max_frame``.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import trio
 
 from overlay.core.errors import FrameError
-from overlay.core.framing import FrameDecoder, MapDecoder, encode_frame
+from overlay.core.framing import HEADER, FrameDecoder, MapDecoder, encode_frame, encode_map
 from overlay.core.limits import SizeLimits
 from overlay.runtime.api.requests import (
     API_VERSION,
@@ -31,13 +36,14 @@ from overlay.runtime.api.requests import (
     ApiError,
     Hello,
     Publish,
+    PublishBatch,
     Renew,
     Status,
     Subscribe,
     Unsubscribe,
     parse_request,
 )
-from overlay.runtime.api.service import Done, Expired, PublishResult, Push
+from overlay.runtime.api.service import Done, Expired, Notification, PublishResult, Push
 
 if TYPE_CHECKING:
     from overlay.runtime.api.server import ApiServer
@@ -48,6 +54,8 @@ log = logging.getLogger("overlay.api")
 MAX_RID = (1 << 64) - 1
 #: Requests of one client handled in a row before the connection lets other tasks run.
 REQUESTS_PER_TURN = 64
+#: What this daemon offers beyond API.md's version 1 (hello's ``features``).
+FEATURES = ["publish_batch", "notify_batch"]
 
 
 @dataclass(slots=True, eq=False)  # each slot is one reply: compared by identity
@@ -59,8 +67,80 @@ class _ReplySlot:
     trailing: list[bytes] | None = None
 
 
-#: A publish read but not yet handed to the service: its reply's place, rid, request.
-_Gathered = tuple[_ReplySlot, int, Publish]
+@dataclass(slots=True, eq=False)
+class _BatchReply:
+    """The reply of a publish carrying ``events``: a result per event, stored in its slot
+    once every event is answered."""
+
+    slot: _ReplySlot
+    rid: int
+    results: list[dict[str, Any] | None]
+    waiting: int
+
+
+#: A publish read but not yet handed to the service: where its outcome goes (a reply's
+#: place and rid, or a batch's reply and the event's index there), and the request.
+_Gathered = tuple[_ReplySlot | _BatchReply, int, Publish]
+#: A publish (or batch) that must wait for room among the in-flight publishes, and its rid.
+_Blocked = tuple[int, Publish | PublishBatch]
+
+
+class _NotifyBody(NamedTuple):
+    """A notify's fields as CBOR, waiting to leave alone or in a ``notify_batch``."""
+
+    data: bytes
+
+
+# A notify alone is its fields' map with the key "event" first: a map head one larger,
+# then "event": "notify", then the fields' entries (the same bytes as encoding it whole).
+_NOTIFY_ENTRY = encode_map({"event": "notify"})[1:]
+# A notify_batch is {"event": "notify_batch", "events": [field maps...]}.
+_BATCH_HEAD = encode_map({"event": "notify_batch", "events": []})[:-1]
+
+
+def _array_head(count: int) -> bytes:
+    """The CBOR head of an array of ``count`` items."""
+    if count < 24:
+        return bytes((0x80 | count,))
+    if count < 0x100:
+        return bytes((0x98, count))
+    if count < 0x10000:
+        return b"\x99" + count.to_bytes(2, "big")
+    return b"\x9a" + count.to_bytes(4, "big")
+
+
+def notify_frames(items: Iterable[bytes | _NotifyBody], max_frame: int) -> list[bytes]:
+    """Frames for queued pushes: each run of notifies in as few ``notify_batch`` frames
+    as fit in ``max_frame`` bytes each (a run of one: a plain ``notify``); other pushes
+    (already frames) in their place."""
+    frames: list[bytes] = []
+    run: list[bytes] = []
+    size = 0
+
+    def end_run() -> None:
+        if len(run) == 1:
+            body = run[0]
+            frames.append(b"".join((HEADER.pack(len(body) + len(_NOTIFY_ENTRY)),
+                                    bytes((body[0] + 1,)), _NOTIFY_ENTRY, body[1:])))
+        elif run:
+            head = _BATCH_HEAD + _array_head(len(run))
+            frames.append(b"".join((HEADER.pack(len(head) + size), head, *run)))
+        run.clear()
+
+    for item in items:
+        if type(item) is not _NotifyBody:
+            end_run()
+            size = 0
+            frames.append(item)
+            continue
+        data = item.data
+        if run and len(_BATCH_HEAD) + len(_array_head(len(run) + 1)) + size + len(data) > max_frame:
+            end_run()
+            size = 0
+        run.append(data)
+        size += len(data)
+    end_run()
+    return frames
 
 
 class ApiConnection:
@@ -75,6 +155,8 @@ class ApiConnection:
         #: Subscriptions whose ``subscribe`` reply is not written yet -> its slot.
         self._unreplied: dict[int, _ReplySlot] = {}
         self.greeted = False
+        #: The client asked at hello for notifies batched into ``notify_batch`` pushes.
+        self.batch_notify = False
         self._pushes: deque[bytes] = deque()
         self._replies: deque[_ReplySlot] = deque()
         self._queued_bytes = 0
@@ -155,7 +237,7 @@ class ApiConnection:
         await trio.sleep_forever()  # until the writer (or the close deadline) ends us
 
     def _handle_turn(self, decoder: FrameDecoder,
-                     decode: MapDecoder) -> tuple[bool, tuple[int, Publish] | None]:
+                     decode: MapDecoder) -> tuple[bool, _Blocked | None]:
         """Up to ``REQUESTS_PER_TURN`` of the requests read so far, with no checkpoint.
         Returns whether more may be waiting, and a publish that must first wait for room
         among the in-flight publishes (it ends the turn)."""
@@ -173,7 +255,7 @@ class ApiConnection:
         finally:
             self._publish_gathered()
 
-    def _handle(self, req: dict[str, Any]) -> tuple[int, Publish] | None:
+    def _handle(self, req: dict[str, Any]) -> _Blocked | None:
         """Handle one request; a publish that must wait for room among the in-flight
         publishes is returned instead (the reader waits, so the client is not read)."""
         self.server.stats["requests"] += 1
@@ -188,6 +270,8 @@ class ApiConnection:
                 raise ApiError(BAD_REQUEST, "the first request on a connection must be hello")
             if type(request) is Publish:
                 return self._gather_publish(rid, request)
+            if type(request) is PublishBatch:
+                return self._gather_batch(rid, request)
             self._publish_gathered()  # the publishes read before this request go first
             if isinstance(request, Subscribe):
                 self._start_subscribe(rid, request)
@@ -211,8 +295,9 @@ class ApiConnection:
                                f"API version {request.version} is not supported; use 1",
                                supported=[API_VERSION])
             self.greeted = True
+            self.batch_notify = request.batch_notify
             return {"node": service.node_hex, "version": API_VERSION, "mode": service.mode,
-                    **self.sizes.to_wire()}
+                    **self.sizes.to_wire(), "features": FEATURES}
         if isinstance(request, Status):
             return {**service.status(), "api": self.server.status()}
         if not service.ready:
@@ -250,7 +335,7 @@ class ApiConnection:
             log.exception("internal error waiting for subscription %d", sub)
         self._fill(slot, rid, {"sub": sub})
 
-    def _gather_publish(self, rid: int, request: Publish) -> tuple[int, Publish] | None:
+    def _gather_publish(self, rid: int, request: Publish) -> _Blocked | None:
         """Take the publish's reply place now and gather it with the publishes of its kind
         read in a row: they reach the service in one call (one pass through the overlay
         for a client's burst), before anything this client sent after them. A reliable
@@ -264,7 +349,7 @@ class ApiConnection:
         if not gathered and not self.service.ready:
             raise ApiError.not_ready()
         if request.reliable:
-            if self._inflight >= self.config.max_inflight_publishes:
+            if not self._room_for(1):
                 return rid, request  # the turn ends: those gathered are handed over
             self._inflight += 1
         slot = _ReplySlot()
@@ -272,14 +357,48 @@ class ApiConnection:
         gathered.append((slot, rid, request))
         return None
 
-    async def _publish_when_room(self, rid: int, request: Publish) -> None:
+    def _gather_batch(self, rid: int, batch: PublishBatch) -> _Blocked | None:
+        """:meth:`_gather_publish` for a publish carrying ``events``: its valid events are
+        gathered like single publishes, its refused ones answered at once; a reliable
+        batch takes its in-flight places all together (or waits for them)."""
+        if self._gathered and self._gathered[-1][2].reliable != batch.reliable:
+            self._publish_gathered()
+        if not self._gathered and not self.service.ready:
+            raise ApiError.not_ready()
+        if batch.reliable:
+            valid = sum(type(event) is Publish for event in batch.events)
+            if not self._room_for(valid):
+                return rid, batch
+            self._inflight += valid
+        slot = _ReplySlot()
+        self._replies.append(slot)
+        count = len(batch.events)
+        reply = _BatchReply(slot, rid, [None] * count, count)
+        gathered = self._gathered
+        for index, event in enumerate(batch.events):
+            if type(event) is Publish:
+                gathered.append((reply, index, event))
+            else:
+                self._fill_publish(reply, index, event)  # type: ignore[arg-type]
+        return None
+
+    def _room_for(self, count: int) -> bool:
+        """Whether ``count`` more reliable publishes may be in flight (a batch larger than
+        the bound goes alone)."""
+        return not self._inflight or self._inflight + count <= self.config.max_inflight_publishes
+
+    async def _publish_when_room(self, rid: int, request: Publish | PublishBatch) -> None:
         """Bounded in-flight publishes: past the bound we stop reading this client."""
-        while self._inflight >= self.config.max_inflight_publishes:
+        count = 1 if type(request) is Publish else len(request.events)  # type: ignore[union-attr]
+        while not self._room_for(count):
             if self._room is None:
                 self._room = trio.Event()
             await self._room.wait()
         with self.service.batch():
-            self._gather_publish(rid, request)
+            if type(request) is Publish:
+                self._gather_publish(rid, request)
+            else:
+                self._gather_batch(rid, request)  # type: ignore[arg-type]
             self._publish_gathered()
 
     def _publish_gathered(self) -> None:
@@ -315,7 +434,7 @@ class ApiConnection:
             if not started:  # the service needs a task for it
                 self._nursery.start_soon(self._run_publish, rid, request, slot)
 
-    def _answer_once(self, slot: _ReplySlot, rid: int) -> Done:
+    def _answer_once(self, slot: _ReplySlot | _BatchReply, rid: int) -> Done:
         answered = False
 
         def done(outcome: PublishResult | ApiError) -> None:
@@ -327,18 +446,18 @@ class ApiConnection:
 
         return done
 
-    async def _run_publish(self, rid: int, request: Publish, slot: _ReplySlot) -> None:
+    async def _run_publish(self, rid: int, request: Publish,
+                           slot: _ReplySlot | _BatchReply) -> None:
         try:
-            result = await self.service.publish(request)
-            body: dict[str, Any] | ApiError = {"msg_id": result.msg_id, "seq": result.seq}
+            outcome: PublishResult | ApiError = await self.service.publish(request)
         except ApiError as exc:
-            body = exc
+            outcome = exc
         except Exception as exc:
             log.exception("internal error in publish")
-            body = ApiError.internal(exc)
+            outcome = ApiError.internal(exc)
         finally:
             self._publish_done()
-        self._fill(slot, rid, body)
+        self._fill_publish(slot, rid, outcome)
 
     def _publish_done(self) -> None:
         self._inflight -= 1
@@ -359,10 +478,18 @@ class ApiConnection:
         else:
             self._store(slot, {"rid": rid, "ok": True, **body})
 
-    def _fill_publish(self, slot: _ReplySlot, rid: int,
+    def _fill_publish(self, slot: _ReplySlot | _BatchReply, rid: int,
                       outcome: PublishResult | ApiError) -> None:
-        """:meth:`_fill` for a publish's outcome (one per event: its map made at once)."""
-        if type(outcome) is PublishResult:
+        """:meth:`_fill` for a publish's outcome (one per event: its map made at once); for
+        an event of a batch, ``rid`` is its index there."""
+        if type(slot) is _BatchReply:
+            slot.results[rid] = ({"msg_id": outcome.msg_id, "seq": outcome.seq}
+                                 if type(outcome) is PublishResult
+                                 else {"error": outcome.to_wire()})  # type: ignore[union-attr]
+            slot.waiting -= 1
+            if not slot.waiting:
+                self._store(slot.slot, {"rid": slot.rid, "ok": True, "results": slot.results})
+        elif type(outcome) is PublishResult:
             self._store(slot, {"rid": rid, "ok": True, "msg_id": outcome.msg_id,
                                "seq": outcome.seq})
         else:
@@ -379,13 +506,17 @@ class ApiConnection:
             return
         if isinstance(push, Expired):
             self.subs.discard(push.sub)
-        data = encode_frame(push.to_wire(), self.config.max_frame)
+        data: bytes | _NotifyBody
+        if self.batch_notify and type(push) is Notification:
+            data = _NotifyBody(encode_map(push.fields()))
+        else:
+            data = encode_frame(push.to_wire(), self.config.max_frame)
         slot = self._unreplied.get(push.sub)
         if slot is not None and slot.trailing is not None:
             slot.trailing.append(data)
         else:
             self._pushes.append(data)
-        self._queued(len(data))
+        self._queued(len(data) if type(data) is bytes else len(data.data))
 
     def _queued(self, size: int) -> None:
         """``size`` more bytes wait for the writer: wake it (once per wait: the frames of
@@ -401,10 +532,15 @@ class ApiConnection:
             self._woken = True
             self._wake.set()
 
+    def _frames(self, pushes: Iterable[bytes | _NotifyBody]) -> list[bytes]:
+        if self.batch_notify:
+            return notify_frames(pushes, self.config.max_frame)
+        return list(pushes)  # type: ignore[arg-type]
+
     async def _write_loop(self, scope: trio.CancelScope) -> None:
         try:
             while True:
-                chunks = list(self._pushes)
+                chunks = self._frames(self._pushes)
                 self._pushes.clear()
                 replies = self._replies
                 while replies and replies[0].data is not None:
@@ -412,7 +548,7 @@ class ApiConnection:
                     chunks.append(slot.data)  # type: ignore[arg-type]
                     if slot.trailing is not None:
                         self._unreplied.pop(slot.sub, None)  # type: ignore[arg-type]
-                        chunks.extend(slot.trailing)
+                        chunks.extend(self._frames(slot.trailing))
                 if chunks:
                     data = b"".join(chunks)
                     self._queued_bytes = max(0, self._queued_bytes - len(data))

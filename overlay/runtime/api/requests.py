@@ -68,6 +68,8 @@ class ApiError(Exception):
 class Hello:
     version: int
     client: str | None = None
+    #: The client takes several ready notifies in one ``notify_batch`` push.
+    batch_notify: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,11 +108,20 @@ class Publish:
 
 
 @dataclass(frozen=True)
+class PublishBatch:
+    """A publish carrying ``events``: one reply with a result per event."""
+
+    reliable: bool
+    #: Per event, in order: its request, or the ApiError refusing it (the others go on).
+    events: list[Publish | ApiError]
+
+
+@dataclass(frozen=True)
 class Status:
     pass
 
 
-Request = Hello | Subscribe | Renew | Unsubscribe | Publish | Status
+Request = Hello | Subscribe | Renew | Unsubscribe | Publish | PublishBatch | Status
 
 
 def _bad(message: str) -> ApiError:
@@ -222,8 +233,40 @@ def _publish(req: Mapping[str, Any], sizes: SizeLimits) -> Publish:
     return request
 
 
+def _publish_batch(req: Mapping[str, Any], sizes: SizeLimits) -> PublishBatch:
+    """A publish of many events: each checked as a publish of its own (a bad one is
+    refused alone); ``reliable`` is the request's, for all of them. How many fit is
+    bounded by the frame's size (``max_frame``), not by a count."""
+    if "topic" in req:
+        raise _bad("a publish carries either 'topic' (one event) or 'events', not both")
+    events = _get(req, "events", list, True)
+    if not events:
+        raise _bad("'events' must hold at least one event")
+    reliable = _get(req, "reliable", bool, False, True)
+    parsed: list[Publish | ApiError] = []
+    for event in events:
+        if type(event) is not dict:
+            parsed.append(_bad("each event of 'events' must be a map"))
+        elif "reliable" in event:
+            parsed.append(_bad("'reliable' belongs to the request, not to one of its events"))
+        else:
+            try:
+                publish = _publish(event, sizes)
+            except ApiError as exc:
+                parsed.append(exc)
+                continue
+            publish.reliable = reliable
+            parsed.append(publish)
+    return PublishBatch(reliable, parsed)
+
+
+def _publish_one_or_many(req: Mapping[str, Any], sizes: SizeLimits) -> Publish | PublishBatch:
+    return _publish_batch(req, sizes) if "events" in req else _publish(req, sizes)
+
+
 def _hello(req: Mapping[str, Any], sizes: SizeLimits) -> Hello:
-    return Hello(version=_get(req, "version", int, True), client=_get(req, "client", str, False))
+    return Hello(version=_get(req, "version", int, True), client=_get(req, "client", str, False),
+                 batch_notify=_get(req, "batch_notify", bool, False, False))
 
 
 def _subscribe(req: Mapping[str, Any], sizes: SizeLimits) -> Subscribe:
@@ -249,7 +292,7 @@ def _status(req: Mapping[str, Any], sizes: SizeLimits) -> Status:
 #: The ops of API.md, each with the parser of its fields (docs/API.md's table of
 #: requests is checked against this one: tests/docs).
 OPS: dict[str, Callable[[Mapping[str, Any], SizeLimits], Request]] = {
-    "publish": _publish, "hello": _hello, "subscribe": _subscribe, "renew": _renew,
+    "publish": _publish_one_or_many, "hello": _hello, "subscribe": _subscribe, "renew": _renew,
     "unsubscribe": _unsubscribe, "status": _status,
 }
 
@@ -261,7 +304,7 @@ def parse_request(req: Mapping[str, Any], sizes: SizeLimits = DEFAULT_SIZES) -> 
     if not isinstance(op, str):
         raise _bad("a request needs a text field 'op'")
     if op == "publish":  # by far the most frequent: no table look-up
-        return _publish(req, sizes)
+        return _publish_one_or_many(req, sizes)
     parser = OPS.get(op)
     if parser is None:
         raise _bad(f"unknown op {op!r}")

@@ -25,10 +25,15 @@ class Notification:
     event: DeliveredEvent
 
     def to_wire(self) -> dict[str, Any]:
+        return {"event": "notify", **self.fields()}
+
+    def fields(self) -> dict[str, Any]:
+        """The notify's fields: the push without its ``event`` key (an item of a
+        ``notify_batch``)."""
         event = self.event
-        return {"event": "notify", "sub": self.sub, "topic": event.topic,
-                "msg_id": event.msg_id, "seq": event.seq, "attrs": event.attrs,
-                "payload": event.payload, "publisher": event.publisher, "ts": event.ts}
+        return {"sub": self.sub, "topic": event.topic, "msg_id": event.msg_id,
+                "seq": event.seq, "attrs": event.attrs, "payload": event.payload,
+                "publisher": event.publisher, "ts": event.ts}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,163 @@
+"""Batched publish (a publish carrying ``events``) and batched notify (``notify_batch``
+pushes for a connection that asked at hello), against the test-double service."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from overlay.core.framing import encode_frame
+from overlay.runtime.api import ApiConfig, ApiServer
+from tests.api.fake_service import FakeService
+from tests.api.test_api_server import RawConn
+
+MAX_FRAME = 4096
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[tuple[FakeService, ApiServer, Path]]:
+    service = FakeService()
+    path = tmp_path / "api.sock"
+    server = ApiServer(service, ApiConfig(socket_path=path, max_inflight_publishes=2,
+                                          max_frame=MAX_FRAME))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        yield service, server, path
+        nursery.cancel_scope.cancel()
+
+
+class Conn(RawConn):
+    """A raw connection that also tells each frame's body size."""
+
+    async def recv_sized(self) -> tuple[int, dict[str, Any]]:
+        with trio.fail_after(5):
+            while (body := self.decoder.next_body()) is None:
+                data = await self.stream.receive_some(1 << 16)
+                if not data:
+                    raise EOFError
+                self.decoder.feed(data)
+        from overlay.core.framing import decode_map
+        return len(body), decode_map(body)
+
+
+async def connect(path: Path, batch_notify: bool = False) -> Conn:
+    conn = Conn(await trio.open_unix_socket(str(path)))
+    hello = await conn.call(op="hello", version=1, rid=0, batch_notify=batch_notify)
+    assert hello["ok"] and "publish_batch" in hello["features"], hello
+    assert hello["max_frame"] == MAX_FRAME
+    return conn
+
+
+def publish(rid: int, payloads: list[bytes], reliable: bool = False) -> bytes:
+    """Single publishes in one write: their notifies are ready together."""
+    return b"".join(encode_frame({"op": "publish", "topic": "t", "payload": p,
+                                  "reliable": reliable, "rid": rid + i})
+                    for i, p in enumerate(payloads))
+
+
+async def test_a_batched_publish_answers_per_event_and_refuses_bad_ones_alone(
+        served: Any) -> None:
+    _, _, path = served
+    subscriber = await connect(path)
+    sub = (await subscriber.call(op="subscribe", topic="t", rid=1))["sub"]
+    conn = await connect(path)
+    reply = await conn.call(op="publish", rid=7, reliable=False, events=[
+        {"topic": "t", "attrs": {"n": 1}, "payload": b"a"},
+        {"topic": "t", "msg_id": "NOT HEX"},
+        {"topic": "t", "attrs": {"n": 3}, "msg_id": "beef"},
+        "not a map",
+        {"topic": "t", "reliable": True},
+    ])
+    assert reply["rid"] == 7 and reply["ok"]
+    results = reply["results"]
+    assert [sorted(r) for r in results] == [["msg_id", "seq"], ["error"], ["msg_id", "seq"],
+                                            ["error"], ["error"]]
+    assert {results[i]["error"]["code"] for i in (1, 3, 4)} == {"bad_request"}
+    assert results[2]["msg_id"] == "beef"
+    notes = [await subscriber.recv() for _ in range(2)]
+    assert [(n["sub"], n["attrs"], n["seq"]) for n in notes] == [
+        (sub, {"n": 1}, results[0]["seq"]), (sub, {"n": 3}, results[2]["seq"])]
+
+
+async def test_a_reliable_batch_larger_than_the_in_flight_bound_goes_alone(served: Any) -> None:
+    service, _, path = served
+    conn = await connect(path)
+    service.publish_gate = trio.Event()
+    events = [{"topic": "t", "attrs": {"n": n}} for n in range(5)]  # the bound is 2
+    await conn.send({"op": "publish", "rid": 1, "events": events})
+    await conn.send({"op": "status", "rid": 2})
+    with trio.move_on_after(0.2):
+        early = await conn.recv()
+        pytest.fail(f"a reply came before the publishes were let through: {early}")
+    service.publish_gate.set()
+    reply, status = await conn.recv(), await conn.recv()
+    assert reply["rid"] == 1 and sorted(r["seq"] for r in reply["results"]) == [1, 2, 3, 4, 5]
+    assert status["rid"] == 2 and status["ok"]
+    # And one behind it waits for the five places to free.
+    service.publish_gate = trio.Event()
+    await conn.send(publish(3, [b"x"], reliable=True))
+    await conn.send({"op": "publish", "rid": 4, "events": events[:2]})
+    service.publish_gate.set()
+    assert [(await conn.recv())["rid"] for _ in range(2)] == [3, 4]
+
+
+@pytest.mark.parametrize("bad", [
+    {"events": []},
+    {"events": "x"},
+    {"events": [{"topic": "t"}], "topic": "t"},
+    {"events": [{"topic": "t"}], "reliable": "yes"},
+], ids=["empty", "not-a-list", "topic-too", "reliable-mistyped"])
+async def test_a_malformed_batch_is_refused_whole(served: Any, bad: dict[str, Any]) -> None:
+    _, _, path = served
+    conn = await connect(path)
+    reply = await conn.call(op="publish", rid=5, **bad)
+    assert reply["rid"] == 5 and reply["error"]["code"] == "bad_request"
+    assert (await conn.call(op="status", rid=6))["ok"]  # the connection goes on
+
+
+async def test_ready_notifies_come_in_one_batch_only_to_who_asked(served: Any) -> None:
+    _, _, path = served
+    batched = await connect(path, batch_notify=True)
+    plain = await connect(path)
+    subs = [(await c.call(op="subscribe", topic="t", rid=1))["sub"] for c in (batched, plain)]
+    publisher = await connect(path)
+    await publisher.send(publish(10, [bytes([n]) * 10 for n in range(5)]))
+    push = await batched.recv()
+    assert push["event"] == "notify_batch"
+    assert [e["payload"] for e in push["events"]] == [bytes([n]) * 10 for n in range(5)]
+    assert all(e["sub"] == subs[0] and "event" not in e for e in push["events"])
+    singles = [await plain.recv() for _ in range(5)]
+    assert [s["event"] for s in singles] == ["notify"] * 5
+    # An event in a batch carries what its plain notify carries.
+    assert [{"event": "notify", **e, "sub": subs[1]} for e in push["events"]] == singles
+    # One ready alone is a plain notify.
+    await publisher.send(publish(20, [b"alone"]))
+    alone = await batched.recv()
+    assert alone["event"] == "notify" and alone["payload"] == b"alone"
+
+
+async def test_a_notify_batch_is_bounded_by_max_frame_at_the_byte(served: Any) -> None:
+    _, _, path = served
+    batched = await connect(path, batch_notify=True)
+    await batched.call(op="subscribe", topic="t", rid=1)
+    publisher = await connect(path)
+    # Two events of 1000-byte payloads: one batch; its size tells the fixed overhead
+    # (the sizes below stay in the same CBOR length classes, and seq stays under 24).
+    await publisher.send(publish(10, [b"a" * 1000, b"b" * 1000]))
+    size, push = await batched.recv_sized()
+    assert push["event"] == "notify_batch" and len(push["events"]) == 2
+    fill = 1000 + MAX_FRAME - size
+    # At the edge: exactly max_frame, one batch.
+    await publisher.send(publish(20, [b"a" * 1000, b"b" * fill]))
+    size, push = await batched.recv_sized()
+    assert (size, push["event"], len(push["events"])) == (MAX_FRAME, "notify_batch", 2)
+    # One byte past it: two plain notifies, each well within the bound.
+    await publisher.send(publish(30, [b"a" * 1000, b"b" * (fill + 1)]))
+    first, second = await batched.recv_sized(), await batched.recv_sized()
+    assert [p["event"] for _, p in (first, second)] == ["notify", "notify"]
+    assert second[1]["payload"] == b"b" * (fill + 1)
+    assert first[0] <= MAX_FRAME and second[0] <= MAX_FRAME
