@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import trio
 
-from overlay.core.framing import encode_frame
+from overlay.core.framing import decode_map, encode_frame
 from overlay.runtime.api import ApiConfig, ApiServer
 from tests.api.fake_service import FakeService
 from tests.api.test_api_server import RawConn
@@ -34,13 +34,7 @@ class Conn(RawConn):
     """A raw connection that also tells each frame's body size."""
 
     async def recv_sized(self) -> tuple[int, dict[str, Any]]:
-        with trio.fail_after(5):
-            while (body := self.decoder.next_body()) is None:
-                data = await self.stream.receive_some(1 << 16)
-                if not data:
-                    raise EOFError
-                self.decoder.feed(data)
-        from overlay.core.framing import decode_map
+        body = await self.recv_body()
         return len(body), decode_map(body)
 
 

@@ -30,13 +30,16 @@ class RawConn:
         await self.stream.send_all(encode_frame(obj) if isinstance(obj, dict) else obj)
 
     async def recv(self) -> dict[str, Any]:
+        return decode_map(await self.recv_body())
+
+    async def recv_body(self) -> bytes:
         with trio.fail_after(5):
             while (body := self.decoder.next_body()) is None:
                 data = await self.stream.receive_some(1 << 16)
                 if not data:
                     raise EOFError
                 self.decoder.feed(data)
-        return decode_map(body)
+        return body
 
     async def call(self, **req: Any) -> dict[str, Any]:
         await self.send(req)
