@@ -1,0 +1,123 @@
+// Batched publish and batched notify against a real daemon whose max_frame is small, so
+// that the byte bound is reached with events of a few kilobytes.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+
+import { BadRequest, RequestError, connect } from '../src/index.js';
+import { FrameReader, cbor } from '../src/frames.js';
+import { startDaemon, waitFor } from './daemon.js';
+
+const MAX_FRAME = 4096;
+
+/** Record the requests a client writes: [{size, op, events}] per frame. */
+function tap(client) {
+  const frames = [];
+  const reader = new FrameReader(1 << 24);
+  const write = client.socket.write.bind(client.socket);
+  client.socket.write = (data, ...rest) => {
+    reader.push(Buffer.from(data), (body) => {
+      const request = cbor.decode(body);
+      frames.push({ size: body.length, op: request.op, events: request.events?.length });
+    });
+    return write(data, ...rest);
+  };
+  return frames;
+}
+
+describe(`a daemon with max_frame ${MAX_FRAME}`, () => {
+  let daemon;
+  before(async () => {
+    daemon = await startDaemon({ config: `[limits]\nmax_frame = ${MAX_FRAME}\n` });
+  });
+  after(async () => { await daemon?.stop(); });
+
+  test('hello tells the features and max_frame', async () => {
+    const client = await connect(daemon.api);
+    assert.equal(client.maxFrame, MAX_FRAME);
+    assert.ok(client.features.includes('publish_batch'));
+    assert.ok(client.features.includes('notify_batch'));
+    client.close();
+  });
+
+  test('publishMany: a result per event, a bad event refused alone', async () => {
+    const client = await connect(daemon.api);
+    const received = [];
+    await client.subscribe('many', { onEvent: (event) => received.push(event.attrs.n) });
+    const frames = tap(client);
+    const results = await client.publishMany([
+      { topic: 'many', attrs: { n: 1 } },
+      { topic: 'many', attrs: { n: 2 }, msgId: 'NOT HEX' },
+      { topic: 'many', attrs: { n: 3 }, msgId: 'c0ffee' },
+    ]);
+    assert.deepEqual(frames.map((f) => [f.op, f.events]), [['publish', 3]], 'one request');
+    assert.ok(Number.isInteger(results[0].seq));
+    assert.ok(results[1] instanceof BadRequest && results[1] instanceof RequestError);
+    assert.equal(results[2].msgId, 'c0ffee');
+    await waitFor(() => received.length === 2, 'the two good events');
+    assert.deepEqual(received, [1, 3]);
+    client.close();
+  });
+
+  test('pipelined publishes go in batches bounded by max_frame at the byte', async () => {
+    const client = await connect(daemon.api);
+    const received = [];
+    await client.subscribe('edge', { onEvent: (event) => received.push(event.payload.length) });
+    const frames = tap(client);
+    const send = (sizes) => Promise.all(sizes.map((size) => client.publish('edge',
+      { payload: Buffer.alloc(size, 0x62), reliable: false })));
+    // Two events of 1000 bytes: one batch, whose size tells the fixed overhead (the
+    // sizes below stay in the same CBOR length classes; rids stay under 24).
+    await send([1000, 1000]);
+    assert.equal(frames.length, 1);
+    const fill = 1000 + MAX_FRAME - frames[0].size;
+    await send([1000, fill]);  // exactly max_frame: one batch
+    assert.deepEqual(frames[1], { size: MAX_FRAME, op: 'publish', events: 2 });
+    await send([1000, fill + 1]);  // one byte more: two requests
+    assert.deepEqual(frames.slice(2).map((f) => f.events), [1, 1]);
+    assert.ok(frames.every((f) => f.size <= MAX_FRAME));
+    await waitFor(() => received.length === 6, 'the six events');
+    assert.deepEqual(received, [1000, 1000, 1000, fill, 1000, fill + 1]);
+    client.close();
+  });
+
+  test('many pipelined publishes: few requests, every event delivered in order', async () => {
+    const publisher = await connect(daemon.api);
+    const subscriber = await connect(daemon.api, { batchNotify: true });
+    const plain = await connect(daemon.api, { batchNotify: false, batchPublish: false });
+    const got = { batched: [], plain: [] };
+    await subscriber.subscribe('burst', { onEvent: (e) => got.batched.push(e.attrs.n) });
+    await plain.subscribe('burst', { onEvent: (e) => got.plain.push(e.attrs.n) });
+    const frames = tap(publisher);
+    const n = 2000;
+    const replies = [];
+    for (let i = 0; i < n; i++) {
+      replies.push(publisher.publish('burst', { attrs: { n: i }, payload: 'p', reliable: i % 2 === 0 }));
+    }
+    await Promise.all(replies);
+    // Reliable and unreliable alternate: each run is one event, so no batching here...
+    assert.equal(frames.length, n);
+    const more = [];
+    for (let i = n; i < 2 * n; i++) more.push(publisher.publish('burst', { attrs: { n: i } }));
+    await Promise.all(more);
+    // ...while a run of one kind goes in batches of up to max_frame.
+    assert.ok(frames.length - n < n / 20, `${frames.length - n} requests for ${n} events`);
+    await waitFor(() => got.batched.length === 2 * n && got.plain.length === 2 * n,
+      'every event to both subscribers');
+    const expected = [...Array(2 * n).keys()];
+    assert.deepEqual(got.batched, expected);
+    assert.deepEqual(got.plain, expected);
+    for (const client of [publisher, subscriber, plain]) client.close();
+  });
+
+  test('a publish too large for max_frame is refused locally; batching goes on', async () => {
+    const client = await connect(daemon.api);
+    const results = await Promise.allSettled([
+      client.publish('big', { payload: Buffer.alloc(100) }),
+      client.publish('big', { payload: Buffer.alloc(MAX_FRAME) }),
+      client.publish('big', { payload: Buffer.alloc(100) }),
+    ]);
+    assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+    assert.equal(results[1].reason.code, 'too_large');
+    client.close();
+  });
+});
