@@ -13,6 +13,11 @@ Blocking::
     with overlay.client.BlockingClient.connect() as client:
         client.publish("prices", attrs={"sym": "ACME"})
 
+Batching (when the daemon offers it, hello's ``features``): ``publish_many`` sends many
+events in one request, split so that no frame exceeds the daemon's ``max_frame``; the
+async client also sends the publishes that several tasks start together as one such
+request; both clients ask for ``notify_batch`` pushes and hand out their events one by one.
+
 Where to connect: an explicit target, else ``$OVERLAY_API``, else the default state
 directory's ``api.sock``. A target is a Unix socket path, or ``tcp:HOST:PORT``.
 """
@@ -31,7 +36,14 @@ from typing import Any
 import trio
 
 from overlay.core.errors import FrameError
-from overlay.core.framing import FrameDecoder, MapDecoder, encode_frame
+from overlay.core.framing import (
+    FrameDecoder,
+    MapDecoder,
+    array_frame,
+    encode_frame,
+    encode_map,
+    group_for_frames,
+)
 from overlay.core.limits import MIN_MAX_FRAME, SizeLimits, TooLargeError
 from overlay.core.pubsub import AttrValue
 
@@ -144,6 +156,10 @@ class Published:
     seq: int | None
 
 
+#: Where one event's outcome of a batched publish goes.
+_OutcomeChannel = trio.MemorySendChannel["Published | RequestError"]
+
+
 def subscribe_request(topic: str, filter: str, expiry: float | None, group: str | None,
                       last: int | None, since_seq: int | None) -> dict[str, Any]:
     req: dict[str, Any] = {"op": "subscribe", "topic": topic, "filter": filter}
@@ -170,16 +186,61 @@ def publish_request(topic: str, attrs: dict[str, AttrValue] | None, payload: byt
                     sizes: SizeLimits | None = None) -> dict[str, Any]:
     """A publish request; an event over the daemon's limits (``sizes``) raises
     :class:`TooLarge` here, as the daemon would answer."""
-    if sizes is not None:
-        try:
-            sizes.check_event(topic, attrs or {}, payload)
-        except TooLargeError as exc:
-            raise TooLarge("too_large", str(exc), sizes.to_wire()) from None
-    req: dict[str, Any] = {"op": "publish", "topic": topic, "attrs": attrs or {},
-                           "payload": payload, "reliable": reliable}
-    if msg_id is not None:
-        req["msg_id"] = msg_id
+    req = publish_event(topic, attrs, payload, msg_id)
+    if sizes is not None and (refused := too_large(req, sizes)) is not None:
+        raise refused
+    req["op"] = "publish"
+    req["reliable"] = reliable
     return req
+
+
+def too_large(event: dict[str, Any], sizes: SizeLimits) -> TooLarge | None:
+    """The error refusing an event (a map of :func:`publish_event`) over the daemon's
+    limits, as the daemon would answer; None when it fits."""
+    try:
+        sizes.check_event(event["topic"], event["attrs"], event["payload"])
+    except TooLargeError as exc:
+        return TooLarge("too_large", str(exc), sizes.to_wire())
+    return None
+
+
+def publish_event(topic: str, attrs: dict[str, AttrValue] | None = None, payload: bytes = b"",
+                  msg_id: str | None = None) -> dict[str, Any]:
+    """One event of a batched publish (``publish_many``)."""
+    event: dict[str, Any] = {"topic": topic, "attrs": attrs or {}, "payload": payload}
+    if msg_id is not None:
+        event["msg_id"] = msg_id
+    return event
+
+
+#: Bytes of a batched publish's map before its events: {"op", "reliable", "rid", "events"},
+#: counted with the largest rid (a batch may be up to 8 bytes short of max_frame).
+_BATCH_HEAD_SIZE = len(encode_map({"op": "publish", "reliable": True, "rid": (1 << 64) - 1,
+                                   "events": []})) - 1
+
+
+def batch_frames(events: list[dict[str, Any]], reliable: bool, max_frame: int,
+                 rids: Iterator[int]) -> list[tuple[int, int, bytes]]:
+    """Batched publishes carrying ``events``, each frame at most ``max_frame`` bytes:
+    per frame, its rid, its event count and its bytes."""
+    bodies = [encode_map(event) for event in events]
+    frames = []
+    for group in group_for_frames(bodies, _BATCH_HEAD_SIZE, max_frame):
+        rid = next(rids)
+        head = encode_map({"op": "publish", "reliable": reliable, "rid": rid, "events": []})[:-1]
+        frames.append((rid, len(group), array_frame(head, group)))
+    return frames
+
+
+def batch_outcomes(reply: dict[str, Any], count: int) -> list[Published | RequestError]:
+    """Per event of a batched publish: its result, or the error refusing it."""
+    if not reply.get("ok"):
+        return [RequestError.from_wire(reply.get("error"))] * count
+    results = reply.get("results")
+    if not isinstance(results, list) or len(results) != count:
+        return [RequestError("internal", f"a batch reply without {count} results")] * count
+    return [RequestError.from_wire(r["error"]) if "error" in r
+            else Published(r["msg_id"], r.get("seq")) for r in results]
 
 
 # -- async client ----------------------------------------------------------------------
@@ -238,6 +299,20 @@ class AsyncClient:
         #: The daemon's size model (from its hello): frames are encoded up to its
         #: ``max_frame``, events over its limits refused before they are sent.
         self.sizes = SizeLimits()
+        #: From hello: whether the daemon takes batched publishes.
+        self._batching = False
+        #: Publishes started but not yet sent: gathered into batched publishes by
+        #: ``_send_queued``, which the first of them starts.
+        self._queued: list[tuple[dict[str, Any], bool, _OutcomeChannel]] = []
+        #: rid of a batched publish -> where each of its events' outcome goes.
+        self._batches: dict[int, list[_OutcomeChannel]] = {}
+        self._nursery: trio.Nursery | None = None
+
+    def _greeted(self, hello: dict[str, Any], nursery: trio.Nursery) -> None:
+        self.hello = hello
+        self.sizes = sizes_of(hello)
+        self._batching = "publish_batch" in hello.get("features", ())
+        self._nursery = nursery
 
     async def request(self, req: dict[str, Any],
                       events: trio.MemorySendChannel[Event] | None = None) -> dict[str, Any]:
@@ -267,9 +342,84 @@ class AsyncClient:
     async def publish(self, topic: str, payload: bytes = b"", *,
                       attrs: dict[str, AttrValue] | None = None, reliable: bool = True,
                       msg_id: str | None = None) -> Published:
-        reply = await self.request(publish_request(topic, attrs, payload, reliable, msg_id,
-                                                   self.sizes))
-        return Published(reply["msg_id"], reply.get("seq"))
+        """Publish one event. Publishes that several tasks start together leave in one
+        batched publish (when the daemon offers it)."""
+        if not self._batching:
+            reply = await self.request(publish_request(topic, attrs, payload, reliable, msg_id,
+                                                       self.sizes))
+            return Published(reply["msg_id"], reply.get("seq"))
+        outcome = (await self._publish_events([publish_event(topic, attrs, payload, msg_id)],
+                                              reliable))[0]
+        if isinstance(outcome, RequestError):
+            raise outcome
+        return outcome
+
+    async def publish_many(self, events: list[dict[str, Any]], *,
+                           reliable: bool = True) -> list[Published | RequestError]:
+        """Publish ``events`` (maps from :func:`publish_event`) in as few requests as
+        ``max_frame`` allows: per event, its result or the error refusing it alone."""
+        if self._batching:
+            return await self._publish_events(events, reliable)
+        outcomes: list[Published | RequestError] = []
+        for event in events:
+            if (refused := too_large(event, self.sizes)) is not None:
+                outcomes.append(refused)
+                continue
+            try:
+                reply = await self.request({"op": "publish", "reliable": reliable, **event})
+                outcomes.append(Published(reply["msg_id"], reply.get("seq")))
+            except RequestError as exc:
+                outcomes.append(exc)
+        return outcomes
+
+    async def _publish_events(self, events: list[dict[str, Any]],
+                              reliable: bool) -> list[Published | RequestError]:
+        """Queue ``events`` for :meth:`_send_queued` (those over the daemon's limits are
+        refused here) and wait for each one's outcome."""
+        if self._closed is not None:
+            raise self._closed
+        receivers = []
+        queued = len(self._queued)
+        for event in events:
+            send_channel, receive_channel = trio.open_memory_channel[Published | RequestError](1)
+            refused = too_large(event, self.sizes)
+            if refused is None:
+                self._queued.append((event, reliable, send_channel))
+            else:
+                send_channel.send_nowait(refused)
+            receivers.append(receive_channel)
+        if not queued and self._queued:  # none were waiting: nobody sends them yet
+            assert self._nursery is not None
+            self._nursery.start_soon(self._send_queued)
+        try:
+            return [await receive.receive() for receive in receivers]
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise self._closed or ConnectionLost("connection to the daemon lost") from None
+
+    async def _send_queued(self) -> None:
+        """Send the publishes queued so far, runs of one reliability as batched publishes."""
+        queued, self._queued = self._queued, []
+        frames = []
+        start = 0
+        while start < len(queued):
+            reliable = queued[start][1]
+            end = start
+            while end < len(queued) and queued[end][1] == reliable:
+                end += 1
+            channels = [channel for _, _, channel in queued[start:end]]
+            events = [event for event, _, _ in queued[start:end]]
+            taken = 0
+            for rid, count, frame in batch_frames(events, reliable, self.sizes.max_frame,
+                                                  self._rids):
+                self._batches[rid], taken = channels[taken:taken + count], taken + count
+                frames.append(frame)
+            start = end
+        try:
+            async with self._send_lock:
+                await self._stream.send_all(b"".join(frames))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            for _, _, channel in queued:
+                channel.close()
 
     @asynccontextmanager
     async def subscribe(self, topic: str, filter: str = "", *, expiry: float | None = None,
@@ -315,14 +465,22 @@ class AsyncClient:
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             self._closed = ConnectionLost("connection to the daemon lost")
         finally:
-            for channel in [*self._pending.values(), *self._subs.values()]:
+            batches = [channel for batch in self._batches.values() for channel in batch]
+            for channel in [*self._pending.values(), *self._subs.values(), *batches]:
                 channel.close()
             self._subs.clear()
+            self._batches.clear()
 
     async def _dispatch(self, msg: dict[str, Any]) -> None:
         event = msg.get("event")
         if event is None:
             rid = msg.get("rid")
+            batch = self._batches.pop(rid, None)  # type: ignore[arg-type]
+            if batch is not None:
+                for channel, outcome in zip(batch, batch_outcomes(msg, len(batch)), strict=True):
+                    with suppress(trio.BrokenResourceError):  # its publisher was cancelled
+                        channel.send_nowait(outcome)
+                return
             waiter = self._pending.get(rid)  # type: ignore[arg-type]
             if waiter is not None:
                 events = self._sub_channels.pop(rid, None)  # type: ignore[arg-type]
@@ -330,15 +488,21 @@ class AsyncClient:
                     self._subs[msg["sub"]] = events
                 waiter.send_nowait(msg)
         elif event == "notify":
-            channel = self._subs.get(msg.get("sub"))  # type: ignore[arg-type]
-            if channel is not None:
-                # Waits when the application is behind: we stop reading, the daemon's
-                # bounded queue fills, and it applies its overload policy.
-                await channel.send(Event.from_wire(msg))
+            await self._notify(msg)
+        elif event == "notify_batch":
+            for notify in msg.get("events") or ():
+                await self._notify(notify)
         elif event == "expired":
             self._end_subscription(msg.get("sub"))  # type: ignore[arg-type]
         elif event == "error":
             raise RequestError.from_wire(msg.get("error"))
+
+    async def _notify(self, notify: dict[str, Any]) -> None:
+        channel = self._subs.get(notify.get("sub"))  # type: ignore[arg-type]
+        if channel is not None:
+            # Waits when the application is behind: we stop reading, the daemon's
+            # bounded queue fills, and it applies its overload policy.
+            await channel.send(Event.from_wire(notify))
 
 
 @asynccontextmanager
@@ -349,9 +513,9 @@ async def connect(target: str | None = None, *, client_name: str = "overlay-pyth
     async with stream, trio.open_nursery() as nursery:
         client = AsyncClient(stream, buffer)
         nursery.start_soon(client._read_loop)
-        client.hello = await client.request({"op": "hello", "version": API_VERSION,
-                                             "client": client_name})
-        client.sizes = sizes_of(client.hello)
+        client._greeted(await client.request({"op": "hello", "version": API_VERSION,
+                                              "client": client_name, "batch_notify": True}),
+                        nursery)
         yield client
         nursery.cancel_scope.cancel()
 
@@ -370,6 +534,7 @@ class BlockingClient:
         self._events: list[dict[str, Any]] = []
         self.hello: dict[str, Any] = {}
         self.sizes = SizeLimits()
+        self._batching = False
 
     @classmethod
     @contextmanager
@@ -389,8 +554,9 @@ class BlockingClient:
         with sock:
             client = cls(sock)
             client.hello = client.request({"op": "hello", "version": API_VERSION,
-                                           "client": client_name})
+                                           "client": client_name, "batch_notify": True})
             client.sizes = sizes_of(client.hello)
+            client._batching = "publish_batch" in client.hello.get("features", ())
             yield client
 
     def _read_one(self) -> dict[str, Any]:
@@ -414,10 +580,8 @@ class BlockingClient:
             raise ConnectionLost(f"connection to the daemon lost: {exc}") from None
         while True:
             msg = self._read_one()
-            if msg.get("event") == "error":
-                raise RequestError.from_wire(msg.get("error"))
             if "event" in msg:
-                self._events.append(msg)
+                self._keep_push(msg)
             elif msg.get("rid") == rid:
                 if not msg.get("ok"):
                     raise RequestError.from_wire(msg.get("error"))
@@ -429,6 +593,42 @@ class BlockingClient:
         reply = self.request(publish_request(topic, attrs, payload, reliable, msg_id,
                                              self.sizes))
         return Published(reply["msg_id"], reply.get("seq"))
+
+    def publish_many(self, events: list[dict[str, Any]], *,
+                     reliable: bool = True) -> list[Published | RequestError]:
+        """Publish ``events`` (maps from :func:`publish_event`) in as few requests as
+        ``max_frame`` allows, all sent before the replies are read: per event, its result
+        or the error refusing it alone (those over the daemon's limits are not sent)."""
+        refused = [too_large(event, self.sizes) for event in events]
+        sendable = [event for event, error in zip(events, refused, strict=True) if error is None]
+        sent = iter(self._publish_batched(sendable, reliable) if self._batching
+                    else [self._publish_alone(event, reliable) for event in sendable])
+        return [next(sent) if error is None else error for error in refused]
+
+    def _publish_alone(self, event: dict[str, Any], reliable: bool) -> Published | RequestError:
+        try:
+            reply = self.request({"op": "publish", "reliable": reliable, **event})
+        except RequestError as exc:
+            return exc
+        return Published(reply["msg_id"], reply.get("seq"))
+
+    def _publish_batched(self, events: list[dict[str, Any]],
+                         reliable: bool) -> list[Published | RequestError]:
+        frames = batch_frames(events, reliable, self.sizes.max_frame, self._rids)
+        try:
+            self._sock.sendall(b"".join(frame for _, _, frame in frames))
+        except OSError as exc:
+            raise ConnectionLost(f"connection to the daemon lost: {exc}") from None
+        waiting = {rid: count for rid, count, _ in frames}
+        replies: dict[int, list[Published | RequestError]] = {}
+        while waiting:
+            msg = self._read_one()
+            if "event" in msg:
+                self._keep_push(msg)
+            elif msg.get("rid") in waiting:
+                rid = msg["rid"]
+                replies[rid] = batch_outcomes(msg, waiting.pop(rid))
+        return [outcome for rid, _, _ in frames for outcome in replies[rid]]
 
     def subscribe(self, topic: str, filter: str = "", *, expiry: float | None = None,
                   group: str | None = None, last: int | None = None,
@@ -446,13 +646,27 @@ class BlockingClient:
         reply = self.request({"op": "status"})
         return {k: v for k, v in reply.items() if k not in ("rid", "ok")}
 
+    def _keep_push(self, msg: dict[str, Any]) -> None:
+        """A push read while waiting for a reply: kept for :meth:`events` (a batch as its
+        notifies), or raised (an error: the daemon closes the connection)."""
+        kind = msg.get("event")
+        if kind == "error":
+            raise RequestError.from_wire(msg.get("error"))
+        if kind == "notify_batch":
+            self._events += ({"event": "notify", **e} for e in msg.get("events") or ())
+        else:
+            self._events.append(msg)
+
     def events(self) -> Iterator[Event | int]:
         """Pushes as they come: an :class:`Event`, or the sub id of an expired subscription.
 
         Raises ``TimeoutError`` when nothing arrives within the socket timeout.
         """
         while True:
-            msg = self._events.pop(0) if self._events else self._read_one()
+            if not self._events:
+                self._keep_push(self._read_one())
+                continue
+            msg = self._events.pop(0)
             kind = msg.get("event")
             if kind == "notify":
                 yield Event.from_wire(msg)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 import cbor2
@@ -45,6 +46,43 @@ def encode_frame(obj: dict[str, Any], max_frame: int = DEFAULT_MAX_FRAME) -> byt
     if len(body) > max_frame:
         raise _oversized(len(body), max_frame)
     return HEADER.pack(len(body)) + body
+
+
+def array_head(count: int) -> bytes:
+    """The CBOR head of an array of ``count`` items."""
+    if count < 24:
+        return bytes((0x80 | count,))
+    if count < 0x100:
+        return bytes((0x98, count))
+    if count < 0x10000:
+        return b"\x99" + count.to_bytes(2, "big")
+    return b"\x9a" + count.to_bytes(4, "big")
+
+
+def group_for_frames(items: Sequence[bytes], head_size: int, max_frame: int) -> list[list[bytes]]:
+    """Split encoded items, in order, into groups each of which fits one frame as an array
+    after ``head_size`` bytes of its map: ``head_size + len(array head) + sum(items) <=
+    max_frame``. An item too large even alone is a group of its own."""
+    groups: list[list[bytes]] = []
+    group: list[bytes] = []
+    size = 0
+    for item in items:
+        if group and head_size + len(array_head(len(group) + 1)) + size + len(item) > max_frame:
+            groups.append(group)
+            group, size = [], 0
+        group.append(item)
+        size += len(item)
+    if group:
+        groups.append(group)
+    return groups
+
+
+def array_frame(head: bytes, items: Sequence[bytes]) -> bytes:
+    """The frame of a map whose last value is an array of encoded ``items``: ``head`` is the
+    map's bytes up to that array (its own head included, the array's not)."""
+    array = array_head(len(items))
+    return b"".join((HEADER.pack(len(head) + len(array) + sum(map(len, items))), head, array,
+                     *items))
 
 
 def _oversized(size: int, max_frame: int) -> LocalProtocolError:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import trio
 
+from overlay import client as api_client
 from overlay.core.framing import decode_map, encode_frame
 from overlay.runtime.api import ApiConfig, ApiServer
 from tests.api.fake_service import FakeService
@@ -155,3 +156,61 @@ async def test_a_notify_batch_is_bounded_by_max_frame_at_the_byte(served: Any) -
     assert [p["event"] for _, p in (first, second)] == ["notify", "notify"]
     assert second[1]["payload"] == b"b" * (fill + 1)
     assert first[0] <= MAX_FRAME and second[0] <= MAX_FRAME
+
+
+async def test_the_async_client_batches_publishes_that_tasks_start_together(
+        served: Any) -> None:
+    service, server, path = served
+    async with api_client.connect(str(path)) as subscriber, \
+            api_client.connect(str(path)) as publisher:
+        async with subscriber.subscribe("t") as sub:
+            requests = server.stats["requests"]
+            results: dict[int, api_client.Published] = {}
+
+            async def publish(n: int) -> None:
+                results[n] = await publisher.publish("t", bytes([n]), attrs={"n": n},
+                                                     reliable=False)
+
+            async with trio.open_nursery() as nursery:
+                for n in range(100):
+                    nursery.start_soon(publish, n)
+            # Started together: a few batched requests, not 100.
+            assert server.stats["requests"] - requests < 20, server.stats["requests"] - requests
+            assert sorted(r.seq for r in results.values()) == list(range(1, 101))
+            events = [await sub.__anext__() for _ in range(100)]
+            assert sorted(e.attrs["n"] for e in events) == list(range(100))
+            assert all(e.payload == bytes([e.attrs["n"]]) for e in events)
+        outcomes = await publisher.publish_many([
+            api_client.publish_event("t", {"n": 1}), api_client.publish_event("t", msg_id="X"),
+            api_client.publish_event("t", payload=b"x" * MAX_FRAME)], reliable=False)
+        assert isinstance(outcomes[0], api_client.Published)
+        assert isinstance(outcomes[1], api_client.RequestError)
+        assert outcomes[1].code == "bad_request"
+        assert outcomes[2].code == "too_large"  # refused locally: the connection goes on
+        assert (await publisher.status())["api"]["bad_frames"] == 0
+    assert service.seq == 101
+
+
+async def test_the_blocking_client_batches_publish_many_and_unpacks_notify_batches(
+        served: Any) -> None:
+    _, server, path = served
+
+    def run() -> None:
+        with api_client.BlockingClient.connect(str(path), timeout=5) as client:
+            sub = client.subscribe("t")
+            requests = server.stats["requests"]
+            events = [api_client.publish_event("t", {"n": n}, b"p" * 500) for n in range(40)]
+            outcomes = client.publish_many(events, reliable=False)
+            # 40 events of ~520 bytes in frames of 4096: at least 6 requests, at most 8.
+            assert 6 <= server.stats["requests"] - requests <= 8
+            assert [o.seq for o in outcomes] == list(range(1, 41))  # type: ignore[union-attr]
+            got = []
+            for event in client.events():
+                assert isinstance(event, api_client.Event) and event.sub == sub
+                got.append(event.attrs["n"])
+                if len(got) == 40:
+                    break
+            assert got == list(range(40))
+
+    # The blocking client is called from a thread: the server runs on this trio loop.
+    await trio.to_thread.run_sync(run)

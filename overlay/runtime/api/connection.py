@@ -24,7 +24,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import trio
 
 from overlay.core.errors import FrameError
-from overlay.core.framing import HEADER, FrameDecoder, MapDecoder, encode_frame, encode_map
+from overlay.core.framing import (
+    HEADER,
+    FrameDecoder,
+    MapDecoder,
+    array_frame,
+    encode_frame,
+    encode_map,
+    group_for_frames,
+)
 from overlay.core.limits import SizeLimits
 from overlay.runtime.api.requests import (
     API_VERSION,
@@ -98,47 +106,29 @@ _NOTIFY_ENTRY = encode_map({"event": "notify"})[1:]
 _BATCH_HEAD = encode_map({"event": "notify_batch", "events": []})[:-1]
 
 
-def _array_head(count: int) -> bytes:
-    """The CBOR head of an array of ``count`` items."""
-    if count < 24:
-        return bytes((0x80 | count,))
-    if count < 0x100:
-        return bytes((0x98, count))
-    if count < 0x10000:
-        return b"\x99" + count.to_bytes(2, "big")
-    return b"\x9a" + count.to_bytes(4, "big")
-
-
 def notify_frames(items: Iterable[bytes | _NotifyBody], max_frame: int) -> list[bytes]:
     """Frames for queued pushes: each run of notifies in as few ``notify_batch`` frames
-    as fit in ``max_frame`` bytes each (a run of one: a plain ``notify``); other pushes
+    as fit in ``max_frame`` bytes each (a group of one: a plain ``notify``); other pushes
     (already frames) in their place."""
     frames: list[bytes] = []
     run: list[bytes] = []
-    size = 0
 
     def end_run() -> None:
-        if len(run) == 1:
-            body = run[0]
+        for group in group_for_frames(run, len(_BATCH_HEAD), max_frame):
+            if len(group) > 1:
+                frames.append(array_frame(_BATCH_HEAD, group))
+                continue
+            body = group[0]
             frames.append(b"".join((HEADER.pack(len(body) + len(_NOTIFY_ENTRY)),
                                     bytes((body[0] + 1,)), _NOTIFY_ENTRY, body[1:])))
-        elif run:
-            head = _BATCH_HEAD + _array_head(len(run))
-            frames.append(b"".join((HEADER.pack(len(head) + size), head, *run)))
         run.clear()
 
     for item in items:
-        if type(item) is not _NotifyBody:
+        if type(item) is _NotifyBody:
+            run.append(item.data)
+        else:
             end_run()
-            size = 0
             frames.append(item)
-            continue
-        data = item.data
-        if run and len(_BATCH_HEAD) + len(_array_head(len(run) + 1)) + size + len(data) > max_frame:
-            end_run()
-            size = 0
-        run.append(data)
-        size += len(data)
     end_run()
     return frames
 
