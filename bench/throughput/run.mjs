@@ -68,7 +68,7 @@ function parseArgs(argv) {
 const log = (text) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${text}\n`);
 const load = () => os.loadavg().map((x) => x.toFixed(2)).join(' ');
 
-/** Subscribers of one system in their own process (subscriber.mjs). */
+/** One subscriber connection of one system, in a process of its own (subscriber.mjs). */
 class SubscriberProcess {
   constructor(system, topic, targets) {
     this.child = spawn(process.execPath, [path.join(HERE, 'subscriber.mjs'), system, topic,
@@ -99,11 +99,56 @@ class SubscriberProcess {
   }
 
   async close() {
-    this.child.stdin.write(`${JSON.stringify({ exit: true })}\n`);
+    if (this.child.exitCode === null) {
+      this.child.stdin.write(`${JSON.stringify({ exit: true })}\n`);
+    }
     const timer = setTimeout(() => this.child.kill('SIGKILL'), 5000);
     await this.exited;
     clearTimeout(timer);
   }
+}
+
+/** The subscribers of one system: one process each, their answers merged. */
+class Subscribers {
+  constructor(system, topic, targets) {
+    this.processes = targets.map((target) => new SubscriberProcess(system, topic, [target]));
+    children.push(...this.processes.map((p) => p.child));
+  }
+
+  async ready() {
+    for (const subscriber of this.processes) {
+      const msg = await subscriber.next(60_000);
+      if (!msg.ready) throw new Error(`subscriber not ready: ${JSON.stringify(msg)}`);
+    }
+  }
+
+  async expect(run, count, timeout) {
+    const answers = await Promise.all(this.processes.map((p) => p.expect(run, count, timeout)));
+    const samples = answers.flatMap((a) => a.latUs).sort((a, b) => a - b);
+    const at = (q) => (samples.length ? samples[Math.min(samples.length - 1,
+      Math.floor(q * samples.length))] : null);
+    return {
+      received: answers.flatMap((a) => a.received),
+      lastNs: answers.map((a) => BigInt(a.lastNs)).reduce((a, b) => (a > b ? a : b)),
+      latUs: { p50: at(0.5), p99: at(0.99) },
+    };
+  }
+
+  async close() {
+    await Promise.all(this.processes.map((p) => p.close()));
+  }
+}
+
+/** Every child process and service started, for clean-up on SIGINT/SIGTERM. */
+const children = [];
+const cleanups = [];
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.once(signal, async () => {
+    log(`${signal}: stopping what the bench started`);
+    for (const child of children) child.kill('SIGKILL');
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+    process.exit(130);
+  });
 }
 
 /** Send `count` payloads keeping at most `window` unacknowledged; returns when all are. */
@@ -167,7 +212,7 @@ async function throughput(contender, count, window, size) {
   await blast(contender.publisher, count, window, size, run);
   const got = await contender.subs.expect(run, count, 30_000);
   const least = Math.min(...got.received);
-  const seconds = Number(BigInt(got.lastNs) - startNs) / 1e9;
+  const seconds = Number(got.lastNs - startNs) / 1e9;
   const rate = least / seconds;
   return { rate, mbps: (rate * size * got.received.length) / 1e6, lost: count - least,
     burstP50: got.latUs.p50, burstP99: got.latUs.p99 };
@@ -208,17 +253,18 @@ async function scenario(setup, nsubs, overlay, brokers, options, results) {
         publishTo = brokers[system.kind].port;
         targets = Array(nsubs).fill(brokers[system.kind].port);
       }
-      const subs = new SubscriberProcess(name, topic, targets);
+      const subs = new Subscribers(name, topic, targets);
       const adapter = await system.make();
       contenders[name] = { subs, publisher: await adapter.publisher(publishTo, topic) };
-      const ready = await subs.next(60_000);
-      if (!ready.ready) throw new Error(`${name}: subscribers not ready: ${JSON.stringify(ready)}`);
+      await subs.ready();
       await probe(name, contenders[name]);
     }
     const names = Object.keys(contenders);
     log(`${setup}, ${nsubs} subscriber(s): ${names.join(', ')} subscribed; load ${load()}`);
     for (const size of options.sizes) {
-      const count = size > 1000 ? options.events4k : options.events;
+      // Fewer events with more subscribers: about the same deliveries per run.
+      const count = Math.max(2000, Math.round((size > 1000 ? options.events4k : options.events)
+        / Math.sqrt(nsubs)));
       for (const name of names) {
         await throughput(contenders[name], Math.min(count, options.warmup), options.window, size);
       }
@@ -296,6 +342,7 @@ async function main() {
   const work = await mkdtemp(path.join(os.tmpdir(), 'bench-throughput-'));
   const results = [];
   const brokers = await startBrokers(work, log);
+  for (const broker of Object.values(brokers)) cleanups.push(broker.stop);
   try {
     if (options.native) {
       console.log('\n## Native clients (ceilings: each broker with its own C tools)');
@@ -305,6 +352,7 @@ async function main() {
       const setup = `${daemons} daemon${daemons > 1 ? 's' : ''}`;
       log(`${setup}: starting`);
       const overlay = await startOverlay(path.join(work, `cluster-${daemons}`), daemons);
+      cleanups.push(overlay.stop);
       try {
         for (const nsubs of options.subs) {
           await scenario(setup, nsubs, overlay, brokers, options, results);

@@ -1,12 +1,15 @@
 // Subscribers of one system, in their own process (so that their work is not the
-// publisher's): `node subscriber.mjs SYSTEM TOPIC TARGET...`, one connection per target.
+// publisher's): `node subscriber.mjs SYSTEM TOPIC TARGET...`, one connection per target
+// (run.mjs starts one process per subscriber: one Node thread would otherwise cap the
+// fan-out of every system alike).
 // Each payload starts with the send time (process.hrtime in ns, CLOCK_MONOTONIC, the same
 // clock in every process), a run number and a sequence number (payload.mjs).
 //
 // Commands on stdin, one JSON object a line:
 //   {"expect": RUN, "count": N, "timeout": MS}  answer once every subscriber got N events
 //       of run RUN (or the timeout passed): {"run", "received": [per subscriber],
-//       "firstNs", "lastNs" (receipt times), "latUs": {"p50", "p99", "max"}}
+//       "firstNs", "lastNs" (receipt times), "latUs": up to 4000 latencies in
+//       microseconds, sorted (every k-th of them: the parent merges processes' samples)}
 //   {"exit": true}
 // Writes {"ready": true} once every subscription is in effect.
 import readline from 'node:readline';
@@ -47,10 +50,7 @@ for (let i = 0; i < targets.length; i++) {
 }
 process.stdout.write(`${JSON.stringify({ ready: true })}\n`);
 
-function percentile(sorted, q) {
-  if (sorted.length === 0) return null;
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
-}
+const MAX_SAMPLES = 4000;
 
 function answer(run) {
   const wait = waiting.get(run);
@@ -59,10 +59,12 @@ function answer(run) {
   clearTimeout(wait.timer);
   const entry = runOf(run);
   const sorted = Float64Array.from(entry.latencies).sort();
+  const stride = Math.max(1, Math.ceil(sorted.length / MAX_SAMPLES));
+  const samples = [];
+  for (let i = 0; i < sorted.length; i += stride) samples.push(Math.round(sorted[i]));
   process.stdout.write(`${JSON.stringify({
     run, received: entry.received, firstNs: String(entry.first), lastNs: String(entry.last),
-    latUs: { p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99),
-      max: sorted.length ? sorted[sorted.length - 1] : null },
+    latUs: samples,
   })}\n`);
   runs.delete(run);
 }
