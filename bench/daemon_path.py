@@ -8,7 +8,9 @@ nearly all of the process's CPU time is the daemon's: receiving and parsing requ
 numbering at the topic's root, matching, trace records, pushes and replies.
 
 Per run: ``--events`` publishes of 100-byte payloads, pipelined (``--window``
-outstanding, 64 per write), to one topic with one subscriber (empty filter) or none.
+outstanding, 64 per write), to one topic with one subscriber (empty filter) or none;
+the batched setups send them 64 to a publish request, to a subscriber that takes
+batched notifies (docs/api-batching.md).
 Reported: events per second (wall) and process CPU microseconds per event; each
 setup runs ``--repeat`` times and the minimum and median are printed (other work on the
 machine only ever adds time). ``bench/e2e.py`` measures the same path end to end with
@@ -50,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from overlay.commands.daemon import tune_gc  # noqa: E402
 from overlay.core.framing import FrameDecoder, decode_map, encode_frame  # noqa: E402
-from overlay.runtime.api.connection import ApiConnection  # noqa: E402
+from overlay.runtime.api.connection import NOTIFY_BATCH_HEAD, ApiConnection  # noqa: E402
 from overlay.runtime.config import build_config  # noqa: E402
 from overlay.runtime.serve import Node, build_node  # noqa: E402
 
@@ -63,13 +65,29 @@ class Setup:
     name: str
     reliable: bool
     subscriber: bool
+    #: Events per publish request (batched publish when > 1, and then the subscriber
+    #: asks for batched notifies: docs/api-batching.md).
+    batch: int = 1
 
 
 SETUPS = (
     Setup("unreliable, 1 subscriber", False, True),
     Setup("reliable, 1 subscriber", True, True),
     Setup("unreliable, no subscriber", False, False),
+    Setup("unreliable, 1 sub, batched", False, True, 64),
+    Setup("reliable, 1 sub, batched", True, True, 64),
 )
+
+def events_in(body: bytes) -> int:
+    """Events a push carries, read from its array's head: not decoded, so that the
+    client's cost stays small."""
+    if not body.startswith(NOTIFY_BATCH_HEAD):
+        return 1
+    at = len(NOTIFY_BATCH_HEAD)
+    if body[at] < 0x98:
+        return body[at] - 0x80
+    width = {0x98: 1, 0x99: 2, 0x9a: 4}[body[at]]
+    return int.from_bytes(body[at + 1:at + 1 + width], "big")
 
 
 class Client:
@@ -89,43 +107,54 @@ class Client:
             if msg.get("rid") == req["rid"]:
                 return msg
 
-    async def publish_pipelined(self, frames: list[bytes], window: int) -> None:
-        """Write ``frames`` (see :func:`publishes`), 64 per write, at most ``window`` of
-        them unanswered (``count_frames`` running for this client counts the answers)."""
-        sent, events = 0, len(frames)
-        while sent < events:
-            if sent - self.seen >= window:
+    async def publish_pipelined(self, frames: list[bytes], per_frame: int, window: int) -> None:
+        """Write ``frames`` (see :func:`publishes`) of ``per_frame`` events each, 64 events
+        per write, at most ``window`` events unanswered (``count_events`` running for
+        this client counts the answers)."""
+        sent, total = 0, len(frames)
+        step = max(1, 64 // per_frame)
+        while sent < total:
+            if (sent * per_frame) - self.seen >= window:
                 await trio.sleep(0)
                 continue
-            k = min(64, events - sent)
+            k = min(step, total - sent)
             await self.stream.send_all(b"".join(frames[sent:sent + k]))
             sent += k
 
-    async def count_frames(self, n: int, done: trio.Event) -> None:
-        """Read until ``n`` frames came (not decoded: the client's cost stays small)."""
+    async def count_events(self, n: int, per_frame: int | None, done: trio.Event) -> None:
+        """Read until ``n`` events were answered or pushed: ``per_frame`` each (replies),
+        or as many as each push carries (None)."""
         self.seen = 0
         while self.seen < n:
             self.decoder.feed(await self.stream.receive_some(1 << 18))
-            self.seen += len(self.decoder.bodies())
+            bodies = self.decoder.bodies()
+            self.seen += (len(bodies) * per_frame if per_frame is not None
+                          else sum(map(events_in, bodies)))
         done.set()
 
 
-def publishes(topic: str, events: int, reliable: bool) -> list[bytes]:
-    """Publish requests of ``PAYLOAD``, encoded before the clock starts."""
-    return [encode_frame({"op": "publish", "rid": 10 + i, "topic": topic, "attrs": {},
-                          "payload": PAYLOAD, "reliable": reliable}) for i in range(events)]
+def publishes(topic: str, events: int, reliable: bool, batch: int) -> list[bytes]:
+    """Publish requests of ``PAYLOAD``, ``batch`` events each, encoded before the clock
+    starts."""
+    if batch == 1:
+        return [encode_frame({"op": "publish", "rid": 10 + i, "topic": topic, "attrs": {},
+                              "payload": PAYLOAD, "reliable": reliable}) for i in range(events)]
+    event = {"topic": topic, "attrs": {}, "payload": PAYLOAD}
+    return [encode_frame({"op": "publish", "rid": 10 + i, "reliable": reliable,
+                          "events": [event] * batch}) for i in range(events // batch)]
 
 
 async def measure(nursery: trio.Nursery, pub: Client, subs: list[Client],
-                  frames: list[bytes], window: int) -> tuple[float, float]:
-    """Publish ``frames`` and wait until the publisher has a reply and each subscriber a
-    push for every one: (events per second, process CPU microseconds per event)."""
-    events = len(frames)
+                  frames: list[bytes], per_frame: int, window: int) -> tuple[float, float]:
+    """Publish ``frames`` and wait until the publisher has an answer and each subscriber
+    a push for every event: (events per second, process CPU microseconds per event)."""
+    events = len(frames) * per_frame
     counted = [trio.Event() for _ in (pub, *subs)]
-    for client, done in zip((pub, *subs), counted, strict=True):
-        nursery.start_soon(client.count_frames, events, done)
+    nursery.start_soon(pub.count_events, events, per_frame, counted[0])
+    for client, done in zip(subs, counted[1:], strict=True):
+        nursery.start_soon(client.count_events, events, None, done)
     started, cpu_started = time.monotonic(), time.process_time()
-    await pub.publish_pipelined(frames, window)
+    await pub.publish_pipelined(frames, per_frame, window)
     with trio.fail_after(120):
         for done in counted:
             await done.wait()
@@ -133,11 +162,13 @@ async def measure(nursery: trio.Nursery, pub: Client, subs: list[Client],
     return events / wall, cpu / events * 1e6
 
 
-async def connect(node: Node, nursery: trio.Nursery, conn_id: int) -> Client:
+async def connect(node: Node, nursery: trio.Nursery, conn_id: int,
+                  batch_notify: bool = False) -> Client:
     ours, theirs = trio.socket.socketpair()
     nursery.start_soon(ApiConnection(node.api, trio.SocketStream(theirs), conn_id).serve)
     client = Client(trio.SocketStream(ours))
-    reply = await client.request({"op": "hello", "rid": 1, "version": 1})
+    reply = await client.request({"op": "hello", "rid": 1, "version": 1,
+                                  "batch_notify": batch_notify})
     assert reply["ok"], reply
     return client
 
@@ -153,14 +184,14 @@ async def one_run(setup: Setup, events: int, window: int) -> tuple[float, float]
                 await trio.sleep(0.02)
             subs: list[Client] = []
             if setup.subscriber:
-                sub = await connect(node, nursery, 1)
+                sub = await connect(node, nursery, 1, batch_notify=setup.batch > 1)
                 reply = await sub.request({"op": "subscribe", "rid": 2, "topic": TOPIC,
                                            "filter": ""})
                 assert reply["ok"], reply
                 subs.append(sub)
             pub = await connect(node, nursery, 2)
-            result = await measure(nursery, pub, subs, publishes(TOPIC, events, setup.reliable),
-                                   window)
+            frames = publishes(TOPIC, events, setup.reliable, setup.batch)
+            result = await measure(nursery, pub, subs, frames, setup.batch, window)
             node.daemon.stop()
             nursery.cancel_scope.cancel()
     return result

@@ -1,12 +1,14 @@
 // A steady load on one daemon for profiling it (py-spy, perf): a publisher pipelining
 // `window` publishes and one subscriber, both through clients/js, for `seconds`.
 //   node bench/throughput/profile_load.mjs API_SOCKET [seconds=10] [reliable=0] [size=100]
+//        [SUBSCRIBER_API_SOCKET (default: the publisher's)]
 import { connect } from '@overlay/client';
 
 import { makePayload } from './payload.mjs';
 
-const [api, seconds = '10', reliable = '0', size = '100'] = process.argv.slice(2);
-const subscriber = await connect(api);
+const [api, seconds = '10', reliable = '0', size = '100', subscriberApi = api] =
+  process.argv.slice(2);
+const subscriber = await connect(subscriberApi);
 let received = 0;
 await subscriber.subscribe('profile', { onEvent: () => { received++; } });
 const publisher = await connect(api);

@@ -103,7 +103,7 @@ class _NotifyBody(NamedTuple):
 # then "event": "notify", then the fields' entries (the same bytes as encoding it whole).
 _NOTIFY_ENTRY = encode_map({"event": "notify"})[1:]
 # A notify_batch is {"event": "notify_batch", "events": [field maps...]}.
-_BATCH_HEAD = encode_map({"event": "notify_batch", "events": []})[:-1]
+NOTIFY_BATCH_HEAD = encode_map({"event": "notify_batch", "events": []})[:-1]
 
 
 def notify_frames(items: Iterable[bytes | _NotifyBody], max_frame: int) -> list[bytes]:
@@ -114,9 +114,9 @@ def notify_frames(items: Iterable[bytes | _NotifyBody], max_frame: int) -> list[
     run: list[bytes] = []
 
     def end_run() -> None:
-        for group in group_for_frames(run, len(_BATCH_HEAD), max_frame):
+        for group in group_for_frames(run, len(NOTIFY_BATCH_HEAD), max_frame):
             if len(group) > 1:
-                frames.append(array_frame(_BATCH_HEAD, group))
+                frames.append(array_frame(NOTIFY_BATCH_HEAD, group))
                 continue
             body = group[0]
             frames.append(b"".join((HEADER.pack(len(body) + len(_NOTIFY_ENTRY)),
