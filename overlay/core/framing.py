@@ -59,6 +59,11 @@ def array_head(count: int) -> bytes:
     return b"\x9a" + count.to_bytes(4, "big")
 
 
+def _array_head_size(count: int) -> int:
+    """``len(array_head(count))``, without making the bytes."""
+    return 1 if count < 24 else 2 if count < 0x100 else 3 if count < 0x10000 else 5
+
+
 def group_for_frames(items: Sequence[bytes], head_size: int, max_frame: int) -> list[list[bytes]]:
     """Split encoded items, in order, into groups each of which fits one frame as an array
     after ``head_size`` bytes of its map: ``head_size + len(array head) + sum(items) <=
@@ -67,7 +72,7 @@ def group_for_frames(items: Sequence[bytes], head_size: int, max_frame: int) -> 
     group: list[bytes] = []
     size = 0
     for item in items:
-        if group and head_size + len(array_head(len(group) + 1)) + size + len(item) > max_frame:
+        if group and head_size + _array_head_size(len(group) + 1) + size + len(item) > max_frame:
             groups.append(group)
             group, size = [], 0
         group.append(item)
@@ -91,6 +96,27 @@ def _oversized(size: int, max_frame: int) -> LocalProtocolError:
 
 def _unencodable(obj: Any, exc: Exception) -> LocalProtocolError:
     return LocalProtocolError(f"cannot encode {obj!r} as CBOR: {exc}")
+
+
+class MapEncoder:
+    """:func:`encode_map` for one owner's many maps: reuses one CBOR encoder and the
+    buffer it writes to (making an encoder per map, as ``cbor2.dumps`` does, cost 1.46
+    against 1.05 us for a notify's map). Not for several threads at once."""
+
+    def __init__(self) -> None:
+        self._stream = io.BytesIO()
+        self._encoder = cbor2.CBOREncoder(self._stream)
+
+    def __call__(self, obj: dict[str, Any]) -> bytes:
+        stream = self._stream
+        stream.seek(0)
+        stream.truncate()
+        try:
+            self._encoder.encode(obj)
+        except cbor2.CBOREncodeError as exc:
+            self.__init__()  # type: ignore[misc]  # nothing of a failed encode carries over
+            raise _unencodable(obj, exc) from exc
+        return stream.getvalue()
 
 
 def decode_map(body: bytes) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from overlay.core.errors import (
     MessageError,
     RemoteProtocolError,
 )
-from overlay.core.framing import FrameDecoder, MapDecoder, decode_map, encode_map, frame_bytes
+from overlay.core.framing import FrameDecoder, MapDecoder, MapEncoder, decode_map, frame_bytes
 from overlay.core.limits import DEFAULT_MAX_FRAME
 from overlay.core.messages import Message, decode_message, encode_message
 from overlay.runtime.crypto import TAG_BYTES, FrameCipher
@@ -145,6 +145,8 @@ class Transport:
         self._pending: dict[int, trio.MemorySendChannel[Message]] = {}
         self._rids = itertools.count(1)
         self._nursery: trio.Nursery | None = None
+        #: Encodes every message sent (one encoder reused: a message per event per hop).
+        self._encode = MapEncoder()
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -177,7 +179,7 @@ class Transport:
             wire[REQUEST_KEY] = rid
         if answer_to is not None:
             wire[ANSWER_KEY] = answer_to
-        body = encode_map(wire)
+        body = self._encode(wire)
         if len(body) > self.config.max_frame:
             # A bug of ours (the size model bounds every message): counted, logged once
             # per type, dropped. Never reported as the peer's failure, never retried here.

@@ -28,7 +28,7 @@ from overlay.core import (
     message,
     record,
 )
-from overlay.core.framing import MapDecoder, frame_bytes
+from overlay.core.framing import MapDecoder, MapEncoder, frame_bytes
 
 
 @record
@@ -384,3 +384,15 @@ def test_encoding_a_mistyped_message_is_local_misuse(build: Any, field: str) -> 
     blame it for the fault."""
     with pytest.raises(LocalProtocolError, match=field):
         encode_message(build())
+
+
+def test_a_reused_map_encoder_gives_the_bytes_of_encode_map_and_survives_a_failure() -> None:
+    encode = MapEncoder()
+    maps = [{"a": 1, "payload": b"x" * 300}, {}, {"nested": {"list": [1, 2.5, "t"]}},
+            {"big": (1 << 64) - 1, "neg": -(1 << 63)}]
+    for obj in maps:
+        assert encode(obj) == encode_map(obj)
+    with pytest.raises(LocalProtocolError):
+        encode({"bad": object()})
+    assert encode(maps[0]) == encode_map(maps[0])  # a longer map after a shorter one too
+    assert encode(maps[1]) == encode_map(maps[1])

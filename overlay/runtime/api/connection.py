@@ -28,9 +28,11 @@ from overlay.core.framing import (
     HEADER,
     FrameDecoder,
     MapDecoder,
+    MapEncoder,
     array_frame,
     encode_frame,
     encode_map,
+    frame_bytes,
     group_for_frames,
 )
 from overlay.core.limits import SizeLimits
@@ -145,6 +147,8 @@ class ApiConnection:
         #: Subscriptions whose ``subscribe`` reply is not written yet -> its slot.
         self._unreplied: dict[int, _ReplySlot] = {}
         self.greeted = False
+        #: Encodes this connection's replies and pushes (one encoder reused).
+        self._encode = MapEncoder()
         #: The client asked at hello for notifies batched into ``notify_batch`` pushes.
         self.batch_notify = False
         self._pushes: deque[bytes] = deque()
@@ -487,7 +491,7 @@ class ApiConnection:
 
     def _store(self, slot: _ReplySlot, reply: dict[str, Any]) -> None:
         """Encode ``reply`` into its slot and wake the writer."""
-        slot.data = data = encode_frame(reply, self.config.max_frame)
+        slot.data = data = frame_bytes(self._encode(reply), self.config.max_frame)
         self._queued(len(data))
 
     def _push(self, push: Push) -> None:
@@ -498,9 +502,9 @@ class ApiConnection:
             self.subs.discard(push.sub)
         data: bytes | _NotifyBody
         if self.batch_notify and type(push) is Notification:
-            data = _NotifyBody(encode_map(push.fields()))
+            data = _NotifyBody(self._encode(push.fields()))
         else:
-            data = encode_frame(push.to_wire(), self.config.max_frame)
+            data = frame_bytes(self._encode(push.to_wire()), self.config.max_frame)
         slot = self._unreplied.get(push.sub)
         if slot is not None and slot.trailing is not None:
             slot.trailing.append(data)
