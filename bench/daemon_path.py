@@ -10,7 +10,7 @@ numbering at the topic's root, matching, trace records, pushes and replies.
 Per run: ``--events`` publishes of 100-byte payloads, pipelined (``--window``
 outstanding, 64 per write), to one topic with one subscriber (empty filter) or none;
 the batched setups send them 64 to a publish request, to a subscriber that takes
-batched notifies (docs/api-batching.md).
+batched notifies (docs/API.md: publish_batch, notify_batch).
 Reported: events per second (wall) and process CPU microseconds per event; each
 setup runs ``--repeat`` times and the minimum and median are printed (other work on the
 machine only ever adds time). ``bench/e2e.py`` measures the same path end to end with
@@ -66,7 +66,7 @@ class Setup:
     reliable: bool
     subscriber: bool
     #: Events per publish request (batched publish when > 1, and then the subscriber
-    #: asks for batched notifies: docs/api-batching.md).
+    #: asks for batched notifies: docs/API.md).
     batch: int = 1
 
 
@@ -140,7 +140,7 @@ def publishes(topic: str, events: int, reliable: bool, batch: int) -> list[bytes
         return [encode_frame({"op": "publish", "rid": 10 + i, "topic": topic, "attrs": {},
                               "payload": PAYLOAD, "reliable": reliable}) for i in range(events)]
     event = {"topic": topic, "attrs": {}, "payload": PAYLOAD}
-    return [encode_frame({"op": "publish", "rid": 10 + i, "reliable": reliable,
+    return [encode_frame({"op": "publish_batch", "rid": 10 + i, "reliable": reliable,
                           "events": [event] * batch}) for i in range(events // batch)]
 
 

@@ -14,9 +14,10 @@ Blocking::
         client.publish("prices", attrs={"sym": "ACME"})
 
 Batching (when the daemon offers it, hello's ``features``): ``publish_many`` sends many
-events in one request, split so that no frame exceeds the daemon's ``max_frame``; the
-async client also sends the publishes that several tasks start together as one such
-request; both clients ask for ``notify_batch`` pushes and hand out their events one by one.
+events in ``publish_batch`` requests, split so that none exceeds the daemon's
+``max_frame`` bytes or ``max_batch`` events; the async client also sends the publishes
+that several tasks start together as such requests; both clients ask for
+``notify_batch`` pushes and hand out their events one by one.
 
 Where to connect: an explicit target, else ``$OVERLAY_API``, else the default state
 directory's ``api.sock``. A target is a Unix socket path, or ``tcp:HOST:PORT``.
@@ -194,6 +195,13 @@ def publish_request(topic: str, attrs: dict[str, AttrValue] | None, payload: byt
     return req
 
 
+def batching_of(hello: dict[str, Any]) -> tuple[bool, int]:
+    """Whether the daemon takes ``publish_batch`` requests, and how many events each."""
+    max_batch = hello.get("max_batch")
+    offered = "publish_batch" in hello.get("features", ()) and type(max_batch) is int
+    return (offered and max_batch > 1), (max_batch if offered else 0)  # type: ignore[return-value]
+
+
 def too_large(event: dict[str, Any], sizes: SizeLimits) -> TooLarge | None:
     """The error refusing an event (a map of :func:`publish_event`) over the daemon's
     limits, as the daemon would answer; None when it fits."""
@@ -213,21 +221,22 @@ def publish_event(topic: str, attrs: dict[str, AttrValue] | None = None, payload
     return event
 
 
-#: Bytes of a batched publish's map before its events: {"op", "reliable", "rid", "events"},
+#: Bytes of a publish_batch's map before its events: {"op", "reliable", "rid", "events"},
 #: counted with the largest rid (a batch may be up to 8 bytes short of max_frame).
-_BATCH_HEAD_SIZE = len(encode_map({"op": "publish", "reliable": True, "rid": (1 << 64) - 1,
-                                   "events": []})) - 1
+_BATCH_HEAD_SIZE = len(encode_map({"op": "publish_batch", "reliable": True,
+                                   "rid": (1 << 64) - 1, "events": []})) - 1
 
 
-def batch_frames(events: list[dict[str, Any]], reliable: bool, max_frame: int,
+def batch_frames(events: list[dict[str, Any]], reliable: bool, max_frame: int, max_batch: int,
                  rids: Iterator[int]) -> list[tuple[int, int, bytes]]:
-    """Batched publishes carrying ``events``, each frame at most ``max_frame`` bytes:
-    per frame, its rid, its event count and its bytes."""
+    """``publish_batch`` requests carrying ``events``, each at most ``max_frame`` bytes and
+    ``max_batch`` events: per frame, its rid, its event count and its bytes."""
     bodies = [encode_map(event) for event in events]
     frames = []
-    for group in group_for_frames(bodies, _BATCH_HEAD_SIZE, max_frame):
+    for group in group_for_frames(bodies, _BATCH_HEAD_SIZE, max_frame, max_batch):
         rid = next(rids)
-        head = encode_map({"op": "publish", "reliable": reliable, "rid": rid, "events": []})[:-1]
+        head = encode_map({"op": "publish_batch", "reliable": reliable, "rid": rid,
+                           "events": []})[:-1]
         frames.append((rid, len(group), array_frame(head, group)))
     return frames
 
@@ -299,8 +308,9 @@ class AsyncClient:
         #: The daemon's size model (from its hello): frames are encoded up to its
         #: ``max_frame``, events over its limits refused before they are sent.
         self.sizes = SizeLimits()
-        #: From hello: whether the daemon takes batched publishes.
+        #: From hello: whether the daemon takes batched publishes, and how many a request.
         self._batching = False
+        self._max_batch = 0
         #: Publishes started but not yet sent: gathered into batched publishes by
         #: ``_send_queued``, which the first of them starts.
         self._queued: list[tuple[dict[str, Any], bool, _OutcomeChannel]] = []
@@ -311,7 +321,7 @@ class AsyncClient:
     def _greeted(self, hello: dict[str, Any], nursery: trio.Nursery) -> None:
         self.hello = hello
         self.sizes = sizes_of(hello)
-        self._batching = "publish_batch" in hello.get("features", ())
+        self._batching, self._max_batch = batching_of(hello)
         self._nursery = nursery
 
     async def request(self, req: dict[str, Any],
@@ -410,7 +420,7 @@ class AsyncClient:
             events = [event for event, _, _ in queued[start:end]]
             taken = 0
             for rid, count, frame in batch_frames(events, reliable, self.sizes.max_frame,
-                                                  self._rids):
+                                                  self._max_batch, self._rids):
                 self._batches[rid], taken = channels[taken:taken + count], taken + count
                 frames.append(frame)
             start = end
@@ -535,6 +545,7 @@ class BlockingClient:
         self.hello: dict[str, Any] = {}
         self.sizes = SizeLimits()
         self._batching = False
+        self._max_batch = 0
 
     @classmethod
     @contextmanager
@@ -556,7 +567,7 @@ class BlockingClient:
             client.hello = client.request({"op": "hello", "version": API_VERSION,
                                            "client": client_name, "batch_notify": True})
             client.sizes = sizes_of(client.hello)
-            client._batching = "publish_batch" in client.hello.get("features", ())
+            client._batching, client._max_batch = batching_of(client.hello)
             yield client
 
     def _read_one(self) -> dict[str, Any]:
@@ -614,7 +625,8 @@ class BlockingClient:
 
     def _publish_batched(self, events: list[dict[str, Any]],
                          reliable: bool) -> list[Published | RequestError]:
-        frames = batch_frames(events, reliable, self.sizes.max_frame, self._rids)
+        frames = batch_frames(events, reliable, self.sizes.max_frame, self._max_batch,
+                              self._rids)
         try:
             self._sock.sendall(b"".join(frame for _, _, frame in frames))
         except OSError as exc:

@@ -64,15 +64,18 @@ def _array_head_size(count: int) -> int:
     return 1 if count < 24 else 2 if count < 0x100 else 3 if count < 0x10000 else 5
 
 
-def group_for_frames(items: Sequence[bytes], head_size: int, max_frame: int) -> list[list[bytes]]:
+def group_for_frames(items: Sequence[bytes], head_size: int, max_frame: int,
+                     max_items: int | None = None) -> list[list[bytes]]:
     """Split encoded items, in order, into groups each of which fits one frame as an array
     after ``head_size`` bytes of its map: ``head_size + len(array head) + sum(items) <=
-    max_frame``. An item too large even alone is a group of its own."""
+    max_frame`` (and at most ``max_items`` items). An item too large even alone is a
+    group of its own."""
     groups: list[list[bytes]] = []
     group: list[bytes] = []
     size = 0
     for item in items:
-        if group and head_size + _array_head_size(len(group) + 1) + size + len(item) > max_frame:
+        if group and (len(group) == max_items or head_size + _array_head_size(len(group) + 1)
+                      + size + len(item) > max_frame):
             groups.append(group)
             group, size = [], 0
         group.append(item)

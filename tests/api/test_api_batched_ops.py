@@ -1,5 +1,5 @@
-"""Batched publish (a publish carrying ``events``) and batched notify (``notify_batch``
-pushes for a connection that asked at hello), against the test-double service."""
+"""Batched publish (``publish_batch``) and batched notify (``notify_batch`` pushes for a
+connection that asked at hello), against the test-double service."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from overlay.runtime.api import ApiConfig, ApiServer
 from tests.api.fake_service import FakeService
 from tests.api.test_api_server import RawConn
 
-MAX_FRAME = 4096
+MAX_FRAME = 1 << 16  # the smallest the daemon takes
+MAX_BATCH = MAX_FRAME // 320
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ async def connect(path: Path, batch_notify: bool = False) -> Conn:
     conn = Conn(await trio.open_unix_socket(str(path)))
     hello = await conn.call(op="hello", version=1, rid=0, batch_notify=batch_notify)
     assert hello["ok"] and "publish_batch" in hello["features"], hello
-    assert hello["max_frame"] == MAX_FRAME
+    assert hello["max_frame"] == MAX_FRAME and hello["max_batch"] == MAX_BATCH
     return conn
 
 
@@ -60,7 +61,7 @@ async def test_a_batched_publish_answers_per_event_and_refuses_bad_ones_alone(
     subscriber = await connect(path)
     sub = (await subscriber.call(op="subscribe", topic="t", rid=1))["sub"]
     conn = await connect(path)
-    reply = await conn.call(op="publish", rid=7, reliable=False, events=[
+    reply = await conn.call(op="publish_batch", rid=7, reliable=False, events=[
         {"topic": "t", "attrs": {"n": 1}, "payload": b"a"},
         {"topic": "t", "msg_id": "NOT HEX"},
         {"topic": "t", "attrs": {"n": 3}, "msg_id": "beef"},
@@ -83,7 +84,7 @@ async def test_a_reliable_batch_larger_than_the_in_flight_bound_goes_alone(serve
     conn = await connect(path)
     service.publish_gate = trio.Event()
     events = [{"topic": "t", "attrs": {"n": n}} for n in range(5)]  # the bound is 2
-    await conn.send({"op": "publish", "rid": 1, "events": events})
+    await conn.send({"op": "publish_batch", "rid": 1, "events": events})
     await conn.send({"op": "status", "rid": 2})
     with trio.move_on_after(0.2):
         early = await conn.recv()
@@ -95,7 +96,7 @@ async def test_a_reliable_batch_larger_than_the_in_flight_bound_goes_alone(serve
     # And one behind it waits for the five places to free.
     service.publish_gate = trio.Event()
     await conn.send(publish(3, [b"x"], reliable=True))
-    await conn.send({"op": "publish", "rid": 4, "events": events[:2]})
+    await conn.send({"op": "publish_batch", "rid": 4, "events": events[:2]})
     service.publish_gate.set()
     assert [(await conn.recv())["rid"] for _ in range(2)] == [3, 4]
 
@@ -103,15 +104,35 @@ async def test_a_reliable_batch_larger_than_the_in_flight_bound_goes_alone(serve
 @pytest.mark.parametrize("bad", [
     {"events": []},
     {"events": "x"},
-    {"events": [{"topic": "t"}], "topic": "t"},
+    {"events": [{"topic": "t"}] * (MAX_BATCH + 1)},
     {"events": [{"topic": "t"}], "reliable": "yes"},
-], ids=["empty", "not-a-list", "topic-too", "reliable-mistyped"])
+], ids=["empty", "not-a-list", "more-than-max-batch", "reliable-mistyped"])
 async def test_a_malformed_batch_is_refused_whole(served: Any, bad: dict[str, Any]) -> None:
-    _, _, path = served
+    service, _, path = served
     conn = await connect(path)
-    reply = await conn.call(op="publish", rid=5, **bad)
+    reply = await conn.call(op="publish_batch", rid=5, **bad)
     assert reply["rid"] == 5 and reply["error"]["code"] == "bad_request"
+    assert service.seq == 0  # nothing of it was published
     assert (await conn.call(op="status", rid=6))["ok"]  # the connection goes on
+
+
+async def test_the_reply_of_the_largest_batch_fits_in_max_frame(served: Any) -> None:
+    """max_batch events, each refused with the longest message a check makes (an
+    attribute name of 256 characters), or each published: the reply fits either way."""
+    service, _, path = served
+    conn = await connect(path)
+    name = "k" * 256
+    failing = [{"topic": "t", "attrs": {name: float("nan")}}] * MAX_BATCH
+    await conn.send({"op": "publish_batch", "rid": 1, "reliable": False, "events": failing})
+    size, reply = await conn.recv_sized()
+    assert reply["rid"] == 1 and len(reply["results"]) == MAX_BATCH and size <= MAX_FRAME
+    assert {r["error"]["code"] for r in reply["results"]} == {"bad_request"}
+    msg_id = "f" * 64  # the longest msg_id a client may give
+    published = [{"topic": "t", "msg_id": msg_id}] * MAX_BATCH
+    await conn.send({"op": "publish_batch", "rid": 2, "reliable": True, "events": published})
+    size, reply = await conn.recv_sized()
+    assert reply["rid"] == 2 and len(reply["results"]) == MAX_BATCH and size <= MAX_FRAME
+    assert service.seq == MAX_BATCH
 
 
 async def test_ready_notifies_come_in_one_batch_only_to_who_asked(served: Any) -> None:
@@ -140,21 +161,30 @@ async def test_a_notify_batch_is_bounded_by_max_frame_at_the_byte(served: Any) -
     batched = await connect(path, batch_notify=True)
     await batched.call(op="subscribe", topic="t", rid=1)
     publisher = await connect(path)
-    # Two events of 1000-byte payloads: one batch; its size tells the fixed overhead
-    # (the sizes below stay in the same CBOR length classes, and seq stays under 24).
-    await publisher.send(publish(10, [b"a" * 1000, b"b" * 1000]))
+
+    async def publish_three(rid: int, last: int) -> None:
+        """Three events in one request: their notifies are ready together."""
+        events = [{"topic": "t", "payload": p} for p in (b"a" * 20000, b"b" * 20000,
+                                                          b"c" * last)]
+        await publisher.send({"op": "publish_batch", "rid": rid, "reliable": False,
+                              "events": events})
+
+    # Three events of 20000-byte payloads (under max_payload): one batch, whose size
+    # tells the fixed overhead (the sizes below stay in the same CBOR length classes,
+    # and seq stays under 24).
+    await publish_three(10, 20000)
     size, push = await batched.recv_sized()
-    assert push["event"] == "notify_batch" and len(push["events"]) == 2
-    fill = 1000 + MAX_FRAME - size
+    assert push["event"] == "notify_batch" and len(push["events"]) == 3
+    fill = 20000 + MAX_FRAME - size
     # At the edge: exactly max_frame, one batch.
-    await publisher.send(publish(20, [b"a" * 1000, b"b" * fill]))
+    await publish_three(20, fill)
     size, push = await batched.recv_sized()
-    assert (size, push["event"], len(push["events"])) == (MAX_FRAME, "notify_batch", 2)
-    # One byte past it: two plain notifies, each well within the bound.
-    await publisher.send(publish(30, [b"a" * 1000, b"b" * (fill + 1)]))
+    assert (size, push["event"], len(push["events"])) == (MAX_FRAME, "notify_batch", 3)
+    # One byte past it: a batch of two, then the third as a plain notify.
+    await publish_three(30, fill + 1)
     first, second = await batched.recv_sized(), await batched.recv_sized()
-    assert [p["event"] for _, p in (first, second)] == ["notify", "notify"]
-    assert second[1]["payload"] == b"b" * (fill + 1)
+    assert (first[1]["event"], len(first[1]["events"])) == ("notify_batch", 2)
+    assert second[1]["event"] == "notify" and second[1]["payload"] == b"c" * (fill + 1)
     assert first[0] <= MAX_FRAME and second[0] <= MAX_FRAME
 
 
@@ -183,6 +213,7 @@ async def test_the_async_client_batches_publishes_that_tasks_start_together(
         outcomes = await publisher.publish_many([
             api_client.publish_event("t", {"n": 1}), api_client.publish_event("t", msg_id="X"),
             api_client.publish_event("t", payload=b"x" * MAX_FRAME)], reliable=False)
+        assert len(outcomes) == 3
         assert isinstance(outcomes[0], api_client.Published)
         assert isinstance(outcomes[1], api_client.RequestError)
         assert outcomes[1].code == "bad_request"
@@ -199,18 +230,23 @@ async def test_the_blocking_client_batches_publish_many_and_unpacks_notify_batch
         with api_client.BlockingClient.connect(str(path), timeout=5) as client:
             sub = client.subscribe("t")
             requests = server.stats["requests"]
-            events = [api_client.publish_event("t", {"n": n}, b"p" * 500) for n in range(40)]
+            n = 2 * MAX_BATCH + 10
+            # Small events: the count bound splits them (3 requests), not the bytes.
+            events = [api_client.publish_event("t", {"n": i}, b"p") for i in range(n)]
             outcomes = client.publish_many(events, reliable=False)
-            # 40 events of ~520 bytes in frames of 4096: at least 6 requests, at most 8.
-            assert 6 <= server.stats["requests"] - requests <= 8
-            assert [o.seq for o in outcomes] == list(range(1, 41))  # type: ignore[union-attr]
+            assert server.stats["requests"] - requests == 3
+            assert [o.seq for o in outcomes] == list(range(1, n + 1))  # type: ignore[union-attr]
+            # Large ones: the bytes do (~20 kB each: 3 to a request of 64 KiB).
+            big = [api_client.publish_event("t", {"n": n + i}, b"P" * 20000) for i in range(9)]
+            outcomes = client.publish_many(big, reliable=False)
+            assert server.stats["requests"] - requests == 3 + 3
             got = []
             for event in client.events():
                 assert isinstance(event, api_client.Event) and event.sub == sub
                 got.append(event.attrs["n"])
-                if len(got) == 40:
+                if len(got) == n + 9:
                     break
-            assert got == list(range(40))
+            assert got == list(range(n + 9))
 
     # The blocking client is called from a thread: the server runs on this trio loop.
     await trio.to_thread.run_sync(run)

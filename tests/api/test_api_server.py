@@ -91,7 +91,8 @@ async def test_hello_first_then_every_op(served: Any) -> None:
     assert hello == {"rid": 3, "ok": True, "node": service.node_hex, "version": 1,
                      "mode": "structured", "max_frame": 1 << 20,
                      "max_event": (1 << 20) - 16384, "max_payload": (1 << 20) - 32768,
-                     "features": ["publish_batch", "notify_batch"]}
+                     "features": ["publish_batch", "notify_batch"],
+                     "max_batch": (1 << 20) // 320}
     sub = (await conn.call(op="subscribe", topic="t", filter="", expiry=5, rid=4))["sub"]
     assert (await conn.call(op="renew", sub=sub, expiry=9, rid=5)) == {"rid": 5, "ok": True}
     assert service.renewed == [(sub, 9.0)]

@@ -82,7 +82,7 @@ class Recording(Mapping[str, Any]):
 #: A value of the right kind for every request field the docs name.
 FULL = {"version": 1, "client": "c", "topic": "t", "filter": "a > 1", "expiry": 5.0,
         "replay": {"last": 3}, "group": "g", "sub": 7, "attrs": {"a": 1}, "payload": b"p",
-        "reliable": False, "msg_id": "ab"}
+        "reliable": False, "msg_id": "ab", "batch_notify": True, "events": [{"topic": "t"}]}
 
 
 @pytest.mark.parametrize("op", sorted(OPS))

@@ -96,6 +96,8 @@ export class Client {
     /** @type {string[]} */
     this.features = [];
     this.maxFrame = DEFAULT_MAX_FRAME;
+    /** Most events one batched publish may carry (hello's `max_batch`; 0: none offered). */
+    this.maxBatch = 0;
 
     this._nextRid = 1;
     /** rid -> {resolve, reject, kind, sub?} */
@@ -127,6 +129,9 @@ export class Client {
     this.mode = reply.mode;
     this.version = reply.version;
     this.features = Array.isArray(reply.features) ? reply.features : [];
+    if (this.features.includes('publish_batch') && typeof reply.max_batch === 'number') {
+      this.maxBatch = reply.max_batch;
+    }
     if (typeof reply.max_frame === 'number') {
       this.maxFrame = reply.max_frame;
       this._reader.maxFrame = Math.max(this._reader.maxFrame, reply.max_frame);
@@ -239,7 +244,7 @@ export class Client {
     if (items.length === 0) return;
     this._outgoing = [];
     const frames = [];
-    const batching = this.batchPublish && this.features.includes('publish_batch');
+    const batching = this.batchPublish && this.maxBatch > 1;
     let run = [];
     const endRun = () => {
       if (run.length > 0) this._publishFrames(run, batching, frames);
@@ -260,7 +265,8 @@ export class Client {
     }
   }
 
-  /** Frames for publishes of one reliability in a row: batches bounded by max_frame. */
+  /** Frames for publishes of one reliability in a row: batches bounded by max_frame bytes
+   * and max_batch events. */
   _publishFrames(run, batching, frames) {
     if (!batching || run.length === 1) {
       for (const item of run) {
@@ -290,14 +296,15 @@ export class Client {
       size = 0;
     };
     for (const item of run) {
-      const body = cbor.encode(item.event);
+      const body = Buffer.from(cbor.encode(item.event));  // cbor-x reuses its buffer
       if (batchPrefixSize(rid, 1) + body.length > this.maxFrame) {
         item.reject(tooLarge(batchPrefixSize(rid, 1) + body.length, this.maxFrame));
         continue;
       }
-      if (batchPrefixSize(rid, batch.length + 1) + size + body.length > this.maxFrame) send();
+      if (batch.length === this.maxBatch
+          || batchPrefixSize(rid, batch.length + 1) + size + body.length > this.maxFrame) send();
       batch.push(item);
-      bodies.push(Buffer.from(body));  // cbor-x reuses its buffer: keep our own copy
+      bodies.push(body);
       size += body.length;
     }
     send();
@@ -458,23 +465,26 @@ function tooLarge(size, maxFrame) {
     + `of ${maxFrame}`, { size, max_frame: maxFrame });
 }
 
-// A batched publish is the map {op: "publish", rid, reliable, events: [...]}: its head
-// is built here and the events' own CBOR follows, each encoded once.
-const PREFIX_KEYS = {
-  op: cbor.encode('op'), publish: cbor.encode('publish'), rid: cbor.encode('rid'),
-  reliable: cbor.encode('reliable'), events: cbor.encode('events'),
+// A batched publish is the map {op: "publish_batch", rid, reliable, events: [...]}: its
+// head is built here and the events' own CBOR follows, each encoded once.
+const PREFIX = {
+  op: Buffer.from(cbor.encode('op')), name: Buffer.from(cbor.encode('publish_batch')),
+  rid: Buffer.from(cbor.encode('rid')), reliable: Buffer.from(cbor.encode('reliable')),
+  events: Buffer.from(cbor.encode('events')),
 };
+// The map's head (4 entries), the keys, the op's name and the boolean: all but the rid.
+const PREFIX_FIXED = 1 + PREFIX.op.length + PREFIX.name.length + PREFIX.rid.length
+  + PREFIX.reliable.length + 1 + PREFIX.events.length;
 
 function batchPrefix(rid, reliable, count) {
-  return Buffer.concat([Buffer.from([0xa4]), PREFIX_KEYS.op, PREFIX_KEYS.publish,
-    PREFIX_KEYS.rid, cbor.encode(rid), PREFIX_KEYS.reliable,
-    Buffer.from([reliable ? 0xf5 : 0xf4]), PREFIX_KEYS.events, arrayHeader(count)]);
+  return Buffer.concat([Buffer.from([0xa4]), PREFIX.op, PREFIX.name, PREFIX.rid,
+    cbor.encode(rid), PREFIX.reliable, Buffer.from([reliable ? 0xf5 : 0xf4]), PREFIX.events,
+    arrayHeader(count)]);
 }
 
 function batchPrefixSize(rid, count) {
   const ridSize = rid < 24 ? 1 : rid < 0x100 ? 2 : rid < 0x10000 ? 3 : rid < 2 ** 32 ? 5 : 9;
-  const keys = 1 + 3 + 8 + 4 + 9 + 1 + 7;  // map head, the four keys, "publish", the bool
-  return keys + ridSize + arrayHeader(count).length;
+  return PREFIX_FIXED + ridSize + arrayHeader(count).length;
 }
 
 /**

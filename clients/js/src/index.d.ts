@@ -69,6 +69,8 @@ export class Client {
   readonly version: number;
   readonly features: string[];
   readonly maxFrame: number;
+  /** Most events one batched publish may carry (hello's `max_batch`; 0 when not offered). */
+  readonly maxBatch: number;
   /** Resolves with the ConnectionClosed error once the connection is gone. */
   readonly closed: Promise<ConnectionClosed>;
   publish(topic: string, options?: PublishOptions): Promise<Published>;

@@ -7,7 +7,7 @@ import { BadRequest, RequestError, connect } from '../src/index.js';
 import { FrameReader, cbor } from '../src/frames.js';
 import { startDaemon, waitFor } from './daemon.js';
 
-const MAX_FRAME = 4096;
+const MAX_FRAME = 65536;  // the smallest the daemon accepts
 
 /** Record the requests a client writes: [{size, op, events}] per frame. */
 function tap(client) {
@@ -34,6 +34,7 @@ describe(`a daemon with max_frame ${MAX_FRAME}`, () => {
   test('hello tells the features and max_frame', async () => {
     const client = await connect(daemon.api);
     assert.equal(client.maxFrame, MAX_FRAME);
+    assert.equal(client.maxBatch, Math.floor(MAX_FRAME / 320));
     assert.ok(client.features.includes('publish_batch'));
     assert.ok(client.features.includes('notify_batch'));
     client.close();
@@ -49,7 +50,8 @@ describe(`a daemon with max_frame ${MAX_FRAME}`, () => {
       { topic: 'many', attrs: { n: 2 }, msgId: 'NOT HEX' },
       { topic: 'many', attrs: { n: 3 }, msgId: 'c0ffee' },
     ]);
-    assert.deepEqual(frames.map((f) => [f.op, f.events]), [['publish', 3]], 'one request');
+    assert.deepEqual(frames.map((f) => [f.op, f.events]), [['publish_batch', 3]],
+      'one request');
     assert.ok(Number.isInteger(results[0].seq));
     assert.ok(results[1] instanceof BadRequest && results[1] instanceof RequestError);
     assert.equal(results[2].msgId, 'c0ffee');
@@ -65,18 +67,20 @@ describe(`a daemon with max_frame ${MAX_FRAME}`, () => {
     const frames = tap(client);
     const send = (sizes) => Promise.all(sizes.map((size) => client.publish('edge',
       { payload: Buffer.alloc(size, 0x62), reliable: false })));
-    // Two events of 1000 bytes: one batch, whose size tells the fixed overhead (the
-    // sizes below stay in the same CBOR length classes; rids stay under 24).
-    await send([1000, 1000]);
-    assert.equal(frames.length, 1);
-    const fill = 1000 + MAX_FRAME - frames[0].size;
-    await send([1000, fill]);  // exactly max_frame: one batch
-    assert.deepEqual(frames[1], { size: MAX_FRAME, op: 'publish', events: 2 });
-    await send([1000, fill + 1]);  // one byte more: two requests
-    assert.deepEqual(frames.slice(2).map((f) => f.events), [1, 1]);
+    // Three events of 20000 bytes: one batch, whose size tells the fixed overhead (the
+    // sizes below stay in the same CBOR length classes, under max_payload; rids stay
+    // under 24).
+    const p = 20_000;
+    await send([p, p, p]);
+    assert.deepEqual(frames.map((f) => [f.op, f.events]), [['publish_batch', 3]]);
+    const fill = p + MAX_FRAME - frames[0].size;
+    await send([p, p, fill]);  // exactly max_frame: one batch
+    assert.deepEqual(frames[1], { size: MAX_FRAME, op: 'publish_batch', events: 3 });
+    await send([p, p, fill + 1]);  // one byte more: two requests
+    assert.deepEqual(frames.slice(2).map((f) => f.events), [2, 1]);
     assert.ok(frames.every((f) => f.size <= MAX_FRAME));
-    await waitFor(() => received.length === 6, 'the six events');
-    assert.deepEqual(received, [1000, 1000, 1000, fill, 1000, fill + 1]);
+    await waitFor(() => received.length === 9, 'the nine events');
+    assert.deepEqual(received, [p, p, p, p, p, fill, p, p, fill + 1]);
     client.close();
   });
 
@@ -96,11 +100,15 @@ describe(`a daemon with max_frame ${MAX_FRAME}`, () => {
     await Promise.all(replies);
     // Reliable and unreliable alternate: each run is one event, so no batching here...
     assert.equal(frames.length, n);
+    assert.ok(frames.every((f) => f.op === 'publish'));
     const more = [];
     for (let i = n; i < 2 * n; i++) more.push(publisher.publish('burst', { attrs: { n: i } }));
     await Promise.all(more);
-    // ...while a run of one kind goes in batches of up to max_frame.
-    assert.ok(frames.length - n < n / 20, `${frames.length - n} requests for ${n} events`);
+    // ...while a run of one kind goes in batches of up to max_batch events (their replies
+    // must fit in max_frame too).
+    const batches = frames.slice(n);
+    assert.ok(batches.every((f) => f.op === 'publish_batch' && f.events <= publisher.maxBatch));
+    assert.ok(batches.length <= Math.ceil(n / publisher.maxBatch) + 2, `${batches.length} requests`);
     await waitFor(() => got.batched.length === 2 * n && got.plain.length === 2 * n,
       'every event to both subscribers');
     const expected = [...Array(2 * n).keys()];

@@ -8,7 +8,7 @@ subscription is in effect (``PubSubService.in_effect``).
 Everything waiting to be written counts against ``max_queue_bytes``: a subscriber that
 does not read is cut off with an ``overloaded`` error instead of growing our memory.
 
-Batching (docs/api-batching.md): a publish carrying ``events`` gets one reply with a
+Batching (docs/API.md): a ``publish_batch`` carrying ``events`` gets one reply with a
 result per event; a connection whose hello asked for ``batch_notify`` gets the notifies
 that are ready together in ``notify_batch`` pushes, each frame at most ``max_frame``.
 """
@@ -40,6 +40,7 @@ from overlay.runtime.api.requests import (
     API_VERSION,
     BAD_FRAME,
     BAD_REQUEST,
+    BATCH_ERROR_CHARS,
     OVERLOADED,
     UNKNOWN_SUB,
     UNSUPPORTED_VERSION,
@@ -51,6 +52,7 @@ from overlay.runtime.api.requests import (
     Status,
     Subscribe,
     Unsubscribe,
+    max_batch_events,
     parse_request,
 )
 from overlay.runtime.api.service import Done, Expired, Notification, PublishResult, Push
@@ -79,7 +81,7 @@ class _ReplySlot:
 
 @dataclass(slots=True, eq=False)
 class _BatchReply:
-    """The reply of a publish carrying ``events``: a result per event, stored in its slot
+    """The reply of a ``publish_batch``: a result per event, stored in its slot
     once every event is answered."""
 
     slot: _ReplySlot
@@ -133,6 +135,14 @@ def notify_frames(items: Iterable[bytes | _NotifyBody], max_frame: int) -> list[
             frames.append(item)
     end_run()
     return frames
+
+
+def _batch_error(error: ApiError) -> dict[str, Any]:
+    """An event's error in a ``publish_batch`` reply: its message cut so that the result
+    stays within BATCH_RESULT_BYTES."""
+    wire = error.to_wire()
+    wire["message"] = wire["message"][:BATCH_ERROR_CHARS]
+    return wire
 
 
 class ApiConnection:
@@ -291,7 +301,8 @@ class ApiConnection:
             self.greeted = True
             self.batch_notify = request.batch_notify
             return {"node": service.node_hex, "version": API_VERSION, "mode": service.mode,
-                    **self.sizes.to_wire(), "features": FEATURES}
+                    **self.sizes.to_wire(), "features": FEATURES,
+                    "max_batch": max_batch_events(self.sizes.max_frame)}
         if isinstance(request, Status):
             return {**service.status(), "api": self.server.status()}
         if not service.ready:
@@ -352,7 +363,7 @@ class ApiConnection:
         return None
 
     def _gather_batch(self, rid: int, batch: PublishBatch) -> _Blocked | None:
-        """:meth:`_gather_publish` for a publish carrying ``events``: its valid events are
+        """:meth:`_gather_publish` for a ``publish_batch``: its valid events are
         gathered like single publishes, its refused ones answered at once; a reliable
         batch takes its in-flight places all together (or waits for them)."""
         if self._gathered and self._gathered[-1][2].reliable != batch.reliable:
@@ -479,7 +490,7 @@ class ApiConnection:
         if type(slot) is _BatchReply:
             slot.results[rid] = ({"msg_id": outcome.msg_id, "seq": outcome.seq}
                                  if type(outcome) is PublishResult
-                                 else {"error": outcome.to_wire()})  # type: ignore[union-attr]
+                                 else {"error": _batch_error(outcome)})  # type: ignore[arg-type]
             slot.waiting -= 1
             if not slot.waiting:
                 self._store(slot.slot, {"rid": slot.rid, "ok": True, "results": slot.results})

@@ -109,7 +109,7 @@ class Publish:
 
 @dataclass(frozen=True)
 class PublishBatch:
-    """A publish carrying ``events``: one reply with a result per event."""
+    """A ``publish_batch``: many events, one reply with a result per event."""
 
     reliable: bool
     #: Per event, in order: its request, or the ApiError refusing it (the others go on).
@@ -233,15 +233,27 @@ def _publish(req: Mapping[str, Any], sizes: SizeLimits) -> Publish:
     return request
 
 
+#: Bytes one event's result may take in a ``publish_batch`` reply: ``{"msg_id", "seq"}``,
+#: or its error (``code``, ``message`` cut to BATCH_ERROR_CHARS, a few small extras), so
+#: that the reply of the most events a batch may carry fits in ``max_frame`` too.
+BATCH_RESULT_BYTES = 320
+BATCH_ERROR_CHARS = 160
+
+
+def max_batch_events(max_frame: int) -> int:
+    """Most events a ``publish_batch`` may carry (hello's ``max_batch``): its request is
+    bounded by ``max_frame`` bytes, and so must its reply be."""
+    return max_frame // BATCH_RESULT_BYTES
+
+
 def _publish_batch(req: Mapping[str, Any], sizes: SizeLimits) -> PublishBatch:
     """A publish of many events: each checked as a publish of its own (a bad one is
     refused alone); ``reliable`` is the request's, for all of them. How many fit is
-    bounded by the frame's size (``max_frame``), not by a count."""
-    if "topic" in req:
-        raise _bad("a publish carries either 'topic' (one event) or 'events', not both")
+    bounded by bytes: the frame's (``max_frame``), and the reply's (``max_batch``)."""
     events = _get(req, "events", list, True)
-    if not events:
-        raise _bad("'events' must hold at least one event")
+    if not 0 < len(events) <= max_batch_events(sizes.max_frame):
+        raise _bad(f"'events' must hold 1 to {max_batch_events(sizes.max_frame)} events "
+                   "(hello's max_batch)")
     reliable = _get(req, "reliable", bool, False, True)
     parsed: list[Publish | ApiError] = []
     for event in events:
@@ -258,10 +270,6 @@ def _publish_batch(req: Mapping[str, Any], sizes: SizeLimits) -> PublishBatch:
             publish.reliable = reliable
             parsed.append(publish)
     return PublishBatch(reliable, parsed)
-
-
-def _publish_one_or_many(req: Mapping[str, Any], sizes: SizeLimits) -> Publish | PublishBatch:
-    return _publish_batch(req, sizes) if "events" in req else _publish(req, sizes)
 
 
 def _hello(req: Mapping[str, Any], sizes: SizeLimits) -> Hello:
@@ -292,8 +300,8 @@ def _status(req: Mapping[str, Any], sizes: SizeLimits) -> Status:
 #: The ops of API.md, each with the parser of its fields (docs/API.md's table of
 #: requests is checked against this one: tests/docs).
 OPS: dict[str, Callable[[Mapping[str, Any], SizeLimits], Request]] = {
-    "publish": _publish_one_or_many, "hello": _hello, "subscribe": _subscribe, "renew": _renew,
-    "unsubscribe": _unsubscribe, "status": _status,
+    "publish": _publish, "publish_batch": _publish_batch, "hello": _hello,
+    "subscribe": _subscribe, "renew": _renew, "unsubscribe": _unsubscribe, "status": _status,
 }
 
 
@@ -304,7 +312,7 @@ def parse_request(req: Mapping[str, Any], sizes: SizeLimits = DEFAULT_SIZES) -> 
     if not isinstance(op, str):
         raise _bad("a request needs a text field 'op'")
     if op == "publish":  # by far the most frequent: no table look-up
-        return _publish_one_or_many(req, sizes)
+        return _publish(req, sizes)
     parser = OPS.get(op)
     if parser is None:
         raise _bad(f"unknown op {op!r}")
