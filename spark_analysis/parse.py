@@ -47,7 +47,7 @@ _HOP_PARSE_OPTIONS = {
     for ev, fields in HOP_FIELDS.items()
 }
 # One thread: Spark runs a task per core already. Blocks of a few MiB parse as fast as
-# one block of the whole piece, in less memory (a longer line fails, and is read alone).
+# one block of the whole file, in less memory (a longer line fails, and is read alone).
 _READ_OPTIONS = pj.ReadOptions(use_threads=False, block_size=4 << 20)
 # Below this many bytes a rejected block is read line by line instead of halved again.
 LINE_BY_LINE_BYTES = 16 << 10
