@@ -9,7 +9,10 @@ nodes, 8 topics of which 2 gossip, faults and malformed lines included), then ru
 - peak resident memory of the JVM (sampled from /proc every 0.2 s, the driver JVM and
   any JVM it starts) and of the Python workers;
 - how the rate at the largest size compares with the smallest (linear scaling keeps
-  the rate constant).
+  the rate constant);
+- as a floor, the rate of a plain ``spark.read.json`` with the explicit schema over
+  the same files (every field parsed, nothing else: ``write.format("noop")``), also as
+  a process of its own, session start included.
 
 Run: .venv/bin/python bench/spark_analysis.py [--records 1000000,10000000]
      [--master local[2]] [--work DIR] [--keep]
@@ -95,10 +98,47 @@ class Result:
     seconds: float
     peak: Peak
     trace_bytes: int
+    floor_seconds: float = float("nan")
 
     @property
     def rate(self) -> float:
         return self.records / self.seconds
+
+    @property
+    def floor_rate(self) -> float:
+        return self.records / self.floor_seconds
+
+
+def read_json_floor(traces: str, master: str) -> None:
+    """In a process of its own: Spark's JSON reader with the explicit schema over the
+    trace files, every field parsed (the noop sink keeps the columns)."""
+    from pyspark.sql import types as T
+
+    from spark_analysis.load import TRACE_GLOB
+    from spark_analysis.schema import FIELDS
+    from spark_analysis.session import build_session
+
+    spark = build_session(master)
+    schema = T.StructType([T.StructField(name, kind) for name, kind in FIELDS])
+    (
+        spark.read.schema(schema)
+        .option("recursiveFileLookup", "true")
+        .option("pathGlobFilter", TRACE_GLOB)
+        .json(traces)
+        .write.format("noop")
+        .mode("overwrite")
+        .save()
+    )
+    spark.stop()
+
+
+def floor_seconds(traces: Path, master: str) -> float:
+    started = time.monotonic()
+    cmd = [sys.executable, __file__, "--floor-of", str(traces), "--master", master]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"spark.read.json failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return time.monotonic() - started
 
 
 def run_one(n: int, master: str, work: Path, seed: int) -> Result:
@@ -153,7 +193,9 @@ def run_one(n: int, master: str, work: Path, seed: int) -> Result:
     if proc.returncode != 0:
         raise SystemExit(f"analysis failed ({proc.returncode}):\n{stderr[-4000:]}")
     print("  " + "\n  ".join(stdout.strip().splitlines()[:3]), flush=True)
-    return Result(info.records, info.bad_lines, gen, seconds, peak, size)
+    result = Result(info.records, info.bad_lines, gen, seconds, peak, size)
+    result.floor_seconds = floor_seconds(traces, master)
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,7 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", default=None, help="where to write traces (default: a temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the traces and outputs")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--floor-of", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.floor_of:
+        read_json_floor(args.floor_of, args.master)
+        return 0
     sizes = [int(x) for x in args.records.split(",") if x]
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="spark-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -184,14 +230,23 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r.peak.python_workers / 2**20:,.0f} MiB",
                 flush=True,
             )
+            print(
+                f"  floor, plain spark.read.json (explicit schema, own process) "
+                f"{r.floor_seconds:.1f} s = {r.floor_rate:,.0f} records/s",
+                flush=True,
+            )
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    print("\nrecords       seconds   records/s   JVM peak MiB   py workers MiB")
+    print(
+        "\nrecords       seconds   records/s   JVM peak MiB   py workers MiB"
+        "   read.json s   read.json rec/s"
+    )
     for r in results:
         print(
             f"{r.records:>11,}  {r.seconds:8.1f}  {r.rate:10,.0f}  {r.peak.jvm / 2**20:13,.0f}"
-            f"  {r.peak.python_workers / 2**20:15,.0f}"
+            f"  {r.peak.python_workers / 2**20:15,.0f}  {r.floor_seconds:12.1f}"
+            f"  {r.floor_rate:16,.0f}"
         )
     if len(results) > 1:
         first, last = results[0], results[-1]

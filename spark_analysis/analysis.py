@@ -17,8 +17,9 @@ from pyspark.sql import functions as F
 
 from spark_analysis import cost, delivery, expected, gossip, latency, trees
 from spark_analysis.load import LoadResult, load_traces
+from spark_analysis.location import OutDir
 from spark_analysis.stats import rows_by_scope
-from spark_analysis.summary import Collected, Rows, build_summary, write_summary
+from spark_analysis.summary import Collected, Rows, build_summary, summary_text
 
 STEPS = (
     "reading traces",
@@ -64,9 +65,9 @@ class Progress:
 @dataclass
 class AnalysisResult:
     summary: dict[str, Any]
-    out_dir: Path
-    summary_path: Path
-    report_path: Path | None
+    out_dir: str
+    summary_path: str  # a local path, or a URI when the output is not local
+    report_path: str | None
     seconds: float
     series: dict[str, Any] = field(default_factory=dict)
 
@@ -76,8 +77,8 @@ def _first_row(df: DataFrame) -> dict[str, Any]:
     return rows[0].asDict() if rows else {}
 
 
-def _write_table(df: DataFrame, out_dir: Path, name: str) -> None:
-    df.coalesce(1).write.mode("overwrite").parquet(str(out_dir / "tables" / name))
+def _write_table(df: DataFrame, out: OutDir, name: str) -> None:
+    df.coalesce(1).write.mode("overwrite").parquet(out.path("tables", name))
 
 
 @dataclass(slots=True)
@@ -94,6 +95,7 @@ class _Results:
     reach: Rows | None = None
     coverage: Rows | None = None
     lookup_hist: list[dict[str, Any]] | None = None
+    modes: dict[str, int] | None = None
     stress: dict[str, Any] | None = None
     node_stress: list[dict[str, Any]] | None = None
     bad_filters: int | None = None
@@ -119,15 +121,15 @@ class _Steps:
     all are done.
     """
 
-    def __init__(self, loaded: LoadResult, out: Path, step: Callable[[str], None]) -> None:
+    def __init__(self, loaded: LoadResult, out: OutDir, step: Callable[[str], None]) -> None:
         self.loaded, self.out, self.step = loaded, out, step
         self.pubs: Future[DataFrame] = Future()
         self.outcomes: Future[DataFrame] = Future()
         self.persisted: list[DataFrame] = []
         self.results = _Results()
         self.records = loaded.records
-        # Summed from the tasks' parts once, for the trees' and the cost chain's use.
-        self.tally = self.keep(loaded.record_tally)
+        # Counted once, for the trees' and the cost chain's use.
+        self.tally = self.keep(cost.record_tally(self.records))
 
     def keep(self, df: DataFrame) -> DataFrame:
         self.persisted.append(df.persist(StorageLevel.MEMORY_AND_DISK))
@@ -184,12 +186,15 @@ class _Steps:
         r.stress = _first_row(cost.stress_stats(stress_df))
         looks = cost.lookup_histogram(cost.lookups(self.records)).collect()
         r.lookup_hist = [row.asDict() for row in looks]
-        r.node_stress = [row.asDict() for row in stress_df.select("forwards", "children").collect()]
+        r.node_stress = [
+            row.asDict() for row in stress_df.select("forwards", "peak_children").collect()
+        ]
+        r.modes = {row["mode"]: row["nodes"] for row in cost.node_modes(self.records).collect()}
 
         self.step(STEPS[6])
         r.counts = rows_by_scope(gossip.record_counts(self.records, tally))
         pubs, nodes = self.pubs.result(), stress_df.select("node")
-        reach = gossip.event_reach(self.records, pubs, nodes, self.loaded.reached)
+        reach = gossip.event_reach(self.records, pubs, nodes)
         r.coverage = rows_by_scope(gossip.coverage_stats(reach))
 
     def _chain(self, chain: Callable[[], None]) -> None:
@@ -229,8 +234,8 @@ def run_analysis(
     """Analyze the traces under ``traces`` and write everything into ``out_dir``."""
     started = time.monotonic()
     step = progress or (lambda _name: None)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = OutDir(spark, out_dir)
+    out.prepare()
 
     step(STEPS[0])
     loaded: LoadResult = load_traces(spark, traces, out, run)
@@ -253,14 +258,14 @@ def run_analysis(
         reach=r.reach,
         coverage=r.coverage,
         lookup_hist=r.lookup_hist,
+        modes=r.modes,
         stress=r.stress,
         bad_filters=r.bad_filters,
         subscriptions=r.subscriptions,
         match_errors=r.match_errors,
     )
     summary = build_summary(collected)
-    summary_path = out / "summary.json"
-    write_summary(summary, summary_path)
+    summary_path = out.write_text("summary.json", summary_text(summary))
 
     series: dict[str, Any] = {
         "latency_cdf": {
@@ -274,9 +279,9 @@ def run_analysis(
     report_path = None
     if report:
         step(STEPS[7])
-        from spark_analysis.report import write_report
+        from spark_analysis.report import render
 
-        report_path = write_report(summary, series, out)
+        report_path = out.write_text("report.html", render(summary, series))
     return AnalysisResult(
-        summary, out, summary_path, report_path, time.monotonic() - started, series
+        summary, out.location, summary_path, report_path, time.monotonic() - started, series
     )

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
+from spark_analysis.location import glob_free_prefix, local_path, without_credentials
 from spark_analysis.session import DEFAULT_MASTER
 
 EXIT_OK = 0
@@ -23,8 +23,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="spark_analysis",
         description="Analyze overlay trace files (TRACES.md) with Spark.",
     )
-    p.add_argument("--traces", required=True, help="trace directory (read recursively) or file")
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument(
+        "--traces",
+        required=True,
+        help="trace directory (read recursively), file or glob; a local path or any URI "
+        "Hadoop reads (hdfs://, s3a://, gs://, abfs://, ftp://, ...)",
+    )
+    p.add_argument("--out", required=True, help="output directory: a local path or a URI")
     p.add_argument("--master", default=DEFAULT_MASTER, help="Spark master (default local[*])")
     p.add_argument("--run", default=None, help="only records of this run id")
     p.add_argument("--shuffle-partitions", type=int, default=None, help=argparse.SUPPRESS)
@@ -54,8 +59,8 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"latency ms p50 {_fmt(o['latency_ms_p50'])}  p99 {_fmt(o['latency_ms_p99'])}  "
         f"tree depth mean {_fmt(o['tree_depth_mean'])} max {_fmt(o['tree_depth_max'])}  "
         f"forwards/delivery {_fmt(o['forwards_per_delivery'])}",
-        f"lookups {lk['count']}  ok {_fmt(lk['ok_rate'])}  hops mean {_fmt(lk['hops_mean'])}  "
-        f"p99 {_fmt(lk['hops_p99'])}",
+        f"lookups {lk['count']}  ok {_fmt(lk['ok_rate'])}  path length (ok lookups) mean "
+        f"{_fmt(lk.get('path_length_mean'))}  p99 {_fmt(lk.get('path_length_p99'))}",
     ]
     for topic, s in summary["topics"].items():
         lines.append(
@@ -65,6 +70,18 @@ def format_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _no_traces(traces: str) -> int:
+    print(f"spark_analysis: no such trace path: {without_credentials(traces)}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _failed(exc: Exception) -> int:
+    # Spark errors carry the whole JVM stack trace; its first line says what failed.
+    first = without_credentials((str(exc).strip().splitlines() or [""])[0][:500])
+    print(f"spark_analysis: analysis failed: {type(exc).__name__}: {first}", file=sys.stderr)
+    return EXIT_FAILED
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the analysis; returns the process exit code (0 ok, 1 failed, 2 usage)."""
     parser = build_parser()
@@ -72,11 +89,13 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits; callers of main() want a code
         return int(exc.code or 0)
-    if not Path(args.traces).exists() and "://" not in args.traces:
-        print(f"spark_analysis: no such trace path: {args.traces}", file=sys.stderr)
-        return EXIT_USAGE
+    local = local_path(args.traces)
+    if local is not None and glob_free_prefix(str(local)) == str(local) and not local.exists():
+        return _no_traces(args.traces)
 
     import json
+
+    from pyspark.errors import AnalysisException
 
     from spark_analysis.analysis import Progress, run_analysis
     from spark_analysis.session import build_session
@@ -88,12 +107,14 @@ def main(argv: list[str] | None = None) -> int:
         result = run_analysis(
             spark, args.traces, args.out, args.run, progress=progress, report=not args.no_report
         )
+    except AnalysisException as exc:
+        progress.done()
+        if exc.getCondition() == "PATH_NOT_FOUND":
+            return _no_traces(args.traces)
+        return _failed(exc)
     except Exception as exc:
         progress.done()
-        # Spark errors carry the whole JVM stack trace; its first line says what failed.
-        first = (str(exc).strip().splitlines() or [""])[0][:500]
-        print(f"spark_analysis: analysis failed: {type(exc).__name__}: {first}", file=sys.stderr)
-        return EXIT_FAILED
+        return _failed(exc)
     finally:
         if spark is not None:
             spark.stop()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.window import Window
 
 from spark_analysis.load import of_type
-from spark_analysis.schema import Ev, order_key
+from spark_analysis.schema import ORDER_COLUMNS, Ev, order_key
 
 
 def children_at_end(records: DataFrame) -> DataFrame:
@@ -21,14 +22,48 @@ def children_at_end(records: DataFrame) -> DataFrame:
     return latest.groupBy("node").agg(F.count_if(F.col("op") == "add").alias("children"))
 
 
+def peak_children(records: DataFrame) -> DataFrame:
+    """(node, peak_children): the most children a node had at once, over all its topic
+    trees. After a graceful stop every node ends with none, so the load a node carried
+    is its peak, not its count at the end.
+
+    A (topic, child) is held from an ``add`` until the next ``remove`` of it; a
+    repeated ``add`` (or ``remove``) changes nothing.
+    """
+    child = of_type(records, Ev.CHILD).filter(
+        F.col("topic").isNotNull() & F.col("child").isNotNull()
+    )
+    per_child = Window.partitionBy("node", "topic", "child").orderBy(*ORDER_COLUMNS)
+    holds = F.coalesce(F.col("op") == "add", F.lit(False)).cast("int")
+    held_before = F.coalesce(F.lag(holds).over(per_child), F.lit(0))
+    change = child.select("node", *ORDER_COLUMNS, (holds - held_before).alias("change"))
+    so_far = (
+        Window.partitionBy("node")
+        .orderBy(*ORDER_COLUMNS)
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    held = change.select("node", F.sum("change").over(so_far).alias("held"))
+    return held.groupBy("node").agg(F.max("held").cast("long").alias("peak_children"))
+
+
+def node_modes(records: DataFrame) -> DataFrame:
+    """(mode, nodes): how many nodes announced each ``mode`` in a ``node_up`` record
+    (``structured``: Chord and Scribe; ``unstructured``: gossip)."""
+    return (
+        of_type(records, Ev.NODE_UP)
+        .filter(F.col("mode").isNotNull())
+        .groupBy("mode")
+        .agg(F.count_distinct("node").alias("nodes"))
+    )
+
+
 def record_tally(records: DataFrame) -> DataFrame:
     """(node, topic, ev, detail, n, dups, last_ts): all records counted in one pass.
 
     ``detail`` is a repair's kind and a drop's reason (else null), ``dups`` the records
     with ``dup`` true, ``last_ts`` their latest ``ts``. A few rows per node, topic and
     record type: the per-node stress, the per-topic counts and each topic's last event
-    follow from it. Loading computes it as it writes the records (``load_task``); this
-    is its definition, and what it is tested against.
+    follow from it.
     """
     detail = (
         F.when(F.col("ev") == Ev.REPAIR, F.col("kind"))
@@ -43,7 +78,8 @@ def record_tally(records: DataFrame) -> DataFrame:
 
 
 def node_stress(records: DataFrame, tally: DataFrame | None = None) -> DataFrame:
-    """(node, forwards, recvs, delivers, children): load each node carried.
+    """(node, forwards, recvs, delivers, children, peak_children): load each node
+    carried; ``children`` at the end, ``peak_children`` the most at once.
 
     Every node that wrote a record has a row. Summed from ``tally``
     (:func:`record_tally` of ``records``, computed here when not given).
@@ -56,7 +92,11 @@ def node_stress(records: DataFrame, tally: DataFrame | None = None) -> DataFrame
     per_ev = counts.groupBy("node").agg(
         of(Ev.FORWARD, "forwards"), of(Ev.RECV, "recvs"), of(Ev.DELIVER, "delivers")
     )
-    return per_ev.join(children_at_end(records), "node", "left").na.fill(0, ["children"])
+    return (
+        per_ev.join(children_at_end(records), "node", "left")
+        .join(peak_children(records), "node", "left")
+        .na.fill(0, ["children", "peak_children"])
+    )
 
 
 def stress_stats(stress: DataFrame) -> DataFrame:

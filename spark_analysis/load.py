@@ -1,28 +1,35 @@
-"""Reading trace files: lines -> typed records, malformed lines counted, Parquet by ``ev``.
+"""Reading trace files through Spark: lines -> typed records, malformed lines counted,
+Parquet by ``ev``.
 
-The driver plans which bytes of which files each task reads (:mod:`chunks`); Spark runs
-the tasks, each parsing its lines with Arrow and writing Parquet (:mod:`load_task`);
-Spark then reads the records back from that Parquet for the analysis. Each task also
-counts the records it writes per (node, topic, ev, detail) into ``DIR/tally``, which
-the per-node and per-topic counts sum instead of reading every record again, and
-writes which nodes each event reached into ``DIR/reach``.
+Spark's ``binaryFile`` source finds the files: any URI Hadoop has a file system for,
+globs, folders read recursively, hidden files (``_x``, ``.x``) skipped, names matched
+against ``*.jsonl*``; it packs them into tasks as its file sources do. Each file comes
+to a Python worker whole (``mapInArrow``), read by one sequential pass, which is all
+a file system that cannot seek (``ftp://``) offers, and parsed there with Arrow
+(:mod:`parse`). The good records go back to Spark, which writes them as Parquet
+partitioned by ``ev``; each file's line tally rides in the same stream as rows of
+their own (``ev`` null), summed by an :class:`~pyspark.sql.Observation` of that write.
 """
 
 from __future__ import annotations
 
-import shutil
+import gzip
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
+from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
-from spark_analysis.chunks import TRACE_GLOB, list_trace_files, plan_tasks
-from spark_analysis.load_task import REACH_DIR, TALLY_DIR, TaskResult, run_task
-from spark_analysis.parse import Tally
-from spark_analysis.schema import NORMALIZED_SCHEMA, REACH_SCHEMA, TALLY_SCHEMA
+from spark_analysis.location import OutDir, glob_free_prefix, qualified, relative_name
+from spark_analysis.parse import Tally, parse_block
+from spark_analysis.schema import LIVE_RANK, NORMALIZED_SCHEMA
 
 __all__ = [
     "BAD_REASONS",
@@ -30,11 +37,11 @@ __all__ = [
     "LoadResult",
     "load_traces",
     "of_type",
-    "read_reached",
+    "rank_of",
     "read_records",
-    "read_tally",
 ]
 
+TRACE_GLOB = "*.jsonl*"  # TRACES.md: readers take every *.jsonl* file
 BAD_REASONS = (
     "not a JSON object",
     "field of the wrong type",
@@ -44,6 +51,31 @@ BAD_REASONS = (
     "node or ev not text",
     "attrs not an object",
 )
+_ROTATED = re.compile(r"\.jsonl\.(\d+)")
+_INT_MAX = 2**31 - 1
+
+# A task's output: the records, and per file one row of line counts (``lines``) and
+# one per reason a line was bad (count and first sample); those rows have ``ev`` null.
+TALLY_FIELDS = [
+    T.StructField("lines", T.LongType()),
+    T.StructField("bad_reason", T.StringType()),
+    T.StructField("bad_count", T.LongType()),
+    T.StructField("bad_file", T.StringType()),
+    T.StructField("bad_line", T.StringType()),
+]
+PARSED_SCHEMA = T.StructType([*NORMALIZED_SCHEMA.fields, *TALLY_FIELDS])
+_PARSED_ARROW = to_arrow_schema(PARSED_SCHEMA)
+_RECORD_ARROW = to_arrow_schema(NORMALIZED_SCHEMA)
+_TALLY_ARROW = pa.schema([_PARSED_ARROW.field(f.name) for f in TALLY_FIELDS])
+
+
+def rank_of(name: str) -> int | None:
+    """Rotation rank: ``x.jsonl.3`` -> 3, the live ``x.jsonl`` -> LIVE_RANK (newest)."""
+    m = _ROTATED.search(name.rsplit("/", 1)[-1])
+    if m is None:
+        return LIVE_RANK
+    n = int(m.group(1))
+    return n if n <= _INT_MAX else None  # as an overflowing integer cast gives
 
 
 @dataclass
@@ -51,10 +83,6 @@ class LoadResult:
     """What loading found: the records (read back from Parquet) and the line counts."""
 
     records: DataFrame
-    # cost.record_tally of the records: (node, topic, ev, detail, n, dups, last_ts)
-    record_tally: DataFrame
-    # (msg_id, node) of the recv and deliver records, distinct within each task
-    reached: DataFrame
     lines: int
     bad_lines: int
     record_count: int
@@ -62,70 +90,103 @@ class LoadResult:
     bad_by_reason: dict[str, int] = field(default_factory=dict)
 
 
-def load_traces(
-    spark: SparkSession, path: str, out_dir: str | Path, run: str | None = None
-) -> LoadResult:
-    """Parse every trace line once, write good records as Parquet by ``ev``, read back.
+def _with_tally_columns(table: pa.Table) -> pa.Table:
+    n = table.num_rows
+    for f in _TALLY_ARROW:
+        table = table.append_column(f, pa.nulls(n, f.type))
+    return table
 
-    Each task returns its counts with its files, so the text is read once; later steps
-    read only the ``ev`` partitions they need.
+
+def _tally_rows(tally: Tally, file: str) -> pa.Table:
+    """The file's line count, and one row per reason with its count and first sample."""
+    reasons = [r for r in BAD_REASONS if tally.bad.get(r)]
+    columns: dict[str, list[Any]] = {
+        "lines": [tally.lines] + [None] * len(reasons),
+        "bad_reason": [None, *reasons],
+        "bad_count": [None] + [tally.bad[r] for r in reasons],
+        "bad_file": [None] + [file] * len(reasons),
+        "bad_line": [None] + [tally.samples[r][2] for r in reasons],
+    }
+    n = len(reasons) + 1
+    rows = {f.name: pa.nulls(n, f.type) for f in _RECORD_ARROW}
+    rows["src_row"] = pa.array([None] + [tally.samples[r][1] for r in reasons], pa.int64())
+    for name, values in columns.items():
+        rows[name] = pa.array(values, _TALLY_ARROW.field(name).type)
+    return pa.table(rows, schema=_PARSED_ARROW)
+
+
+def parse_files(
+    batches: Iterator[pa.RecordBatch], root: str, run: str | None
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow: (path, content) of whole trace files -> records and tally rows.
+
+    Records of another run than ``run`` (when set) are dropped here, before they cost
+    a row in Spark; their lines are still counted.
     """
-    target = Path(out_dir) / "records"
-    tally_target, reach_target = Path(out_dir) / TALLY_DIR, Path(out_dir) / REACH_DIR
-    for folder in (target, tally_target, reach_target):
-        shutil.rmtree(folder, ignore_errors=True)
-    target.mkdir(parents=True)
-    tasks = plan_tasks(list_trace_files(path), spark.sparkContext.defaultParallelism)
-    results: list[TaskResult] = []
-    if tasks:
-        work = spark.sparkContext.parallelize(list(enumerate(tasks)), len(tasks))
-        task = partial(run_task, target=str(target), run=run, side_target=str(out_dir))
-        results = work.map(task).collect()
-    tally = Tally()
-    for result in results:
-        tally.merge(result.tally)
-    by_reason = {name: tally.bad[name] for name in BAD_REASONS if tally.bad.get(name)}
-    samples = [
-        {"file": tally.samples[name][0], "line": tally.samples[name][3], "reason": name}
-        for name in by_reason
-    ]
+    for batch in batches:
+        paths = batch.column("path").to_pylist()
+        contents = batch.column("content")
+        for i, path in enumerate(paths):
+            data: bytes = contents[i].as_py() or b""
+            if path.endswith(".gz"):  # as Hadoop's codecs would; rotated files may be
+                data = gzip.decompress(data)
+            name = relative_name(path, root)
+            tally = Tally()
+            for table in parse_block(data, rank_of(path), name, tally):
+                if run is not None:
+                    table = table.filter(pc.equal(table.column("run"), run))
+                if table.num_rows:
+                    yield from _with_tally_columns(table).to_batches()
+            del data
+            yield from _tally_rows(tally, name).to_batches()
+
+
+def load_traces(spark: SparkSession, path: str, out: OutDir, run: str | None = None) -> LoadResult:
+    """Parse every trace line once, write good records (of ``run`` only, if set) as
+    Parquet by ``ev`` under ``out``/records, and read them back."""
+    target = out.path("records")
+    root = qualified(spark, glob_free_prefix(path))
+    files = (
+        spark.read.format("binaryFile")
+        .option("recursiveFileLookup", "true")
+        .option("pathGlobFilter", TRACE_GLOB)
+        .load(path)
+        .select("path", "content")
+    )
+    parsed = files.mapInArrow(partial(parse_files, root=root, run=run), PARSED_SCHEMA)
+    observed = Observation("trace lines")
+    bad = F.struct("bad_reason", "bad_count", "bad_file", "src_row", "bad_line")
+    parsed = parsed.observe(
+        observed,
+        F.coalesce(F.sum("lines"), F.lit(0)).alias("lines"),
+        F.count_if(F.col("ev").isNotNull()).alias("records"),
+        F.collect_list(F.when(F.col("bad_reason").isNotNull(), bad)).alias("bad"),
+    )
+    records = parsed.filter(F.col("ev").isNotNull()).select(*NORMALIZED_SCHEMA.names)
+    records.write.mode("overwrite").partitionBy("ev").parquet(target)
+    counts = observed.get
+    by_reason: dict[str, int] = {}
+    samples: dict[str, tuple[str, int, str]] = {}
+    for row in counts["bad"]:
+        reason = row["bad_reason"]
+        by_reason[reason] = by_reason.get(reason, 0) + int(row["bad_count"])
+        sample = (row["bad_file"], int(row["src_row"]), row["bad_line"])
+        if reason not in samples or sample[:2] < samples[reason][:2]:
+            samples[reason] = sample
+    reasons = [name for name in BAD_REASONS if name in by_reason]
     return LoadResult(
-        records=read_records(spark, str(target)),
-        record_tally=read_tally(spark, str(tally_target)),
-        reached=read_reached(spark, str(reach_target)),
-        lines=tally.lines,
+        records=read_records(spark, target),
+        lines=int(counts["lines"]),
         bad_lines=sum(by_reason.values()),
-        record_count=sum(r.records for r in results),
-        bad_samples=samples,
-        bad_by_reason=by_reason,
+        record_count=int(counts["records"]),
+        bad_samples=[{"file": samples[r][0], "line": samples[r][2], "reason": r} for r in reasons],
+        bad_by_reason={r: by_reason[r] for r in reasons},
     )
 
 
 def read_records(spark: SparkSession, parquet_dir: str) -> DataFrame:
     """The normalized records written by :func:`load_traces` (ev comes back last)."""
-    return _parts(spark, parquet_dir, "ev=*", NORMALIZED_SCHEMA)
-
-
-def read_tally(spark: SparkSession, tally_dir: str) -> DataFrame:
-    """The tasks' tallies summed: one row per (node, topic, ev, detail)."""
-    parts = _parts(spark, tally_dir, "*.parquet", TALLY_SCHEMA)
-    return parts.groupBy("node", "topic", "ev", "detail").agg(
-        F.sum("n").alias("n"), F.sum("dups").alias("dups"), F.max("last_ts").alias("last_ts")
-    )
-
-
-def read_reached(spark: SparkSession, reach_dir: str) -> DataFrame:
-    """The tasks' (msg_id, node) pairs of recv and deliver records (a pair may repeat
-    across tasks; :func:`gossip.event_reach` counts distinct nodes)."""
-    return _parts(spark, reach_dir, "*.parquet", REACH_SCHEMA)
-
-
-def _parts(spark: SparkSession, folder: str, pattern: str, schema: T.StructType) -> DataFrame:
-    """The Parquet under ``folder`` read with ``schema``, or no rows when nothing there
-    matches ``pattern`` (Spark refuses to read a folder without files)."""
-    if not any(Path(folder).glob(pattern)):
-        return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(folder)
+    return spark.read.schema(NORMALIZED_SCHEMA).parquet(parquet_dir)
 
 
 def of_type(records: DataFrame, ev: str) -> DataFrame:

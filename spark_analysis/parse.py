@@ -47,7 +47,7 @@ _HOP_PARSE_OPTIONS = {
     for ev, fields in HOP_FIELDS.items()
 }
 # One thread: Spark runs a task per core already. Blocks of a few MiB parse as fast as
-# one block of the whole piece, in less memory (a longer line fails, and is read alone).
+# one block of the whole file, in less memory (a longer line fails, and is read alone).
 _READ_OPTIONS = pj.ReadOptions(use_threads=False, block_size=4 << 20)
 # Below this many bytes a rejected block is read line by line instead of halved again.
 LINE_BY_LINE_BYTES = 16 << 10
@@ -64,17 +64,17 @@ class Tally:
 
     lines: int = 0
     bad: dict[str, int] = field(default_factory=dict)
-    # reason -> (file, block, row, first characters of the line): the first in the
-    # files' order, so that the sample does not depend on how the work was split
-    samples: dict[str, tuple[str, int, int, str]] = field(default_factory=dict)
+    # reason -> (file, row, first characters of the line): the first in the files'
+    # order, so that the sample does not depend on how the work was split
+    samples: dict[str, tuple[str, int, str]] = field(default_factory=dict)
 
-    def add_bad(self, reason: str, file: str, block: int, row: int, line: bytes) -> None:
+    def add_bad(self, reason: str, file: str, row: int, line: bytes) -> None:
         self.bad[reason] = self.bad.get(reason, 0) + 1
-        self._sample(reason, (file, block, row, line.decode("utf-8", "replace")[:SAMPLE_CHARS]))
+        self._sample(reason, (file, row, line.decode("utf-8", "replace")[:SAMPLE_CHARS]))
 
-    def _sample(self, reason: str, sample: tuple[str, int, int, str]) -> None:
+    def _sample(self, reason: str, sample: tuple[str, int, str]) -> None:
         old = self.samples.get(reason)
-        if old is None or sample[:3] < old[:3]:
+        if old is None or sample[:2] < old[:2]:
             self.samples[reason] = sample
 
     def merge(self, other: Tally) -> None:
@@ -268,13 +268,11 @@ def _fast(
     return None if table is None else [(table, None)]
 
 
-def _with_source(table: pa.Table, rank: int | None, block: int, rows: pa.Array) -> pa.Table:
+def _with_source(table: pa.Table, rank: int | None, rows: pa.Array) -> pa.Table:
     n = table.num_rows
-    return (
-        table.append_column(ARROW_SCHEMA.field("src_rank"), pa.array([rank] * n, pa.int32()))
-        .append_column(ARROW_SCHEMA.field("src_block"), pa.repeat(pa.scalar(block, pa.int64()), n))
-        .append_column(ARROW_SCHEMA.field("src_row"), rows)
-    )
+    return table.append_column(
+        ARROW_SCHEMA.field("src_rank"), pa.array([rank] * n, pa.int32())
+    ).append_column(ARROW_SCHEMA.field("src_row"), rows)
 
 
 def _halves(data: bytes) -> tuple[bytes, bytes] | None:
@@ -289,7 +287,6 @@ def _halves(data: bytes) -> tuple[bytes, bytes] | None:
 def parse_block(
     data: bytes,
     rank: int | None,
-    block: int,
     file: str,
     tally: Tally,
     first_row: int = 0,
@@ -309,22 +306,21 @@ def parse_block(
             _with_source(
                 table,
                 rank,
-                block,
                 pa.arange(first_row, first_row + n) if rows is None else pa.array(rows + first_row),
             )
             for table, rows in parts
         ]
     halves = _halves(data) if len(data) > LINE_BY_LINE_BYTES else None
     if halves is None:
-        table, rows = _line_by_line(data, block, file, tally, first_row)
-        return [_with_source(table, rank, block, pa.array(rows, pa.int64()))]
+        table, rows = _line_by_line(data, file, tally, first_row)
+        return [_with_source(table, rank, pa.array(rows, pa.int64()))]
     head, tail = halves
-    out = parse_block(head, rank, block, file, tally, first_row)
-    return out + parse_block(tail, rank, block, file, tally, first_row + line_count(head))
+    out = parse_block(head, rank, file, tally, first_row)
+    return out + parse_block(tail, rank, file, tally, first_row + line_count(head))
 
 
 def _line_by_line(
-    data: bytes, block: int, file: str, tally: Tally, first_row: int
+    data: bytes, file: str, tally: Tally, first_row: int
 ) -> tuple[pa.Table, list[int]]:
     """Good records of a small block parsed one line at a time, and their line numbers."""
     lines = data.split(b"\n")
@@ -336,7 +332,7 @@ def _line_by_line(
         tally.lines += 1
         reason, record = per_line.parse_line(line)
         if reason is not None or record is None:
-            tally.add_bad(reason or "not a JSON object", file, block, i, line)
+            tally.add_bad(reason or "not a JSON object", file, i, line)
             continue
         rows.append(i)
         for name, values in columns.items():
@@ -345,10 +341,10 @@ def _line_by_line(
 
 
 def parse_text(data: str, rank: int | None = 0) -> tuple[pa.Table, Tally]:
-    """One block of text parsed as a task parses it (block 0), records in line order:
-    for tests and tools."""
+    """One file's text parsed as a task parses it, records in line order: for tests and
+    tools."""
     tally = Tally()
-    tables = parse_block(data.encode(), rank, 0, "test", tally)
+    tables = parse_block(data.encode(), rank, "test", tally)
     if not tables:
         return ARROW_SCHEMA.empty_table(), tally
     table = pa.concat_tables(tables)

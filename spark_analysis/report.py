@@ -6,7 +6,6 @@ import base64
 import html
 import io
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import matplotlib
@@ -95,16 +94,20 @@ def _cdf_plot(cdf: dict[str | None, list[tuple[int, float]]]) -> Figure:
     return fig
 
 
-def _stress_plot(stress: list[dict[str, int]]) -> Figure:
-    fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3.4))
+def _stress_plot(stress: list[dict[str, int]], children: bool) -> Figure:
+    fig, axes = plt.subplots(1, 2 if children else 1, figsize=(8 if children else 6, 3.4))
+    left = axes[0] if children else axes
     fwd = Counter(r["forwards"] for r in stress)
-    kids = Counter(r["children"] for r in stress)
     left.hist([r["forwards"] for r in stress], bins=min(40, max(1, len(fwd))), color="#f58518")
     left.set_title("forwards per node")
     left.set_xlabel("forward records")
     left.set_ylabel("nodes")
+    if not children:
+        return fig
+    right = axes[1]
+    kids = Counter(r["peak_children"] for r in stress)
     right.bar([str(k) for k in sorted(kids)], [kids[k] for k in sorted(kids)], color="#72b7b2")
-    right.set_title("children per node (at end)")
+    right.set_title("children per node (most at once)")
     right.set_xlabel("children")
     return fig
 
@@ -118,18 +121,18 @@ def _lookup_plot(rows: list[dict[str, Any]]) -> Figure:
         if not r["ok"]:
             failed[r["hops"]] += r["count"]
     labels = [str(h) for h in hops]
-    ax.bar(labels, [ok.get(h, 0) for h in hops], color="#4c78a8", label="ok")
-    ax.bar(
-        labels,
-        [failed.get(h, 0) for h in hops],
-        bottom=[ok.get(h, 0) for h in hops],
-        color="#e45756",
-        label="failed",
-    )
+    ok_counts = [ok.get(h, 0) for h in hops]
+    ax.bar(labels, ok_counts, color="#4c78a8", label="ok")
+    failed_counts = [failed.get(h, 0) for h in hops]
+    ax.bar(labels, failed_counts, bottom=ok_counts, color="#e45756", label="failed")
     ax.set_title("Lookup hops")
     ax.set_xlabel("hops")
     ax.set_ylabel("lookups")
     if hops:
+        # The stacked bars' bottoms are sticky edges, which can keep autoscaling from
+        # leaving room above the tallest stack: the limit is set from the totals.
+        tallest = max(o + f for o, f in zip(ok_counts, failed_counts, strict=True))
+        ax.set_ylim(0, max(1, tallest) * 1.08)
         ax.legend()
     return fig
 
@@ -165,10 +168,23 @@ def _kv_table(items: dict[str, Any]) -> str:
     return f"<table>{rows}</table>"
 
 
+STRUCTURED, UNSTRUCTURED = "structured", "unstructured"
+
+
+def shown_modes(summary: dict[str, Any]) -> set[str]:
+    """The modes whose metrics the report shows: those some node announced in its
+    ``node_up`` (a tree run has no gossip coverage to speak of, a gossip run no trees
+    or lookups); both when no node announced any."""
+    announced = set(summary.get("modes") or {})
+    return announced & {STRUCTURED, UNSTRUCTURED} or {STRUCTURED, UNSTRUCTURED}
+
+
 def render(summary: dict[str, Any], series: dict[str, Any]) -> str:
     """The report page as text."""
     overall = summary["overall"]
-    figures = [
+    modes = shown_modes(summary)
+    structured = STRUCTURED in modes
+    tree_figure = [
         _figure(
             "tree depth",
             _bars(
@@ -177,7 +193,10 @@ def render(summary: dict[str, Any], series: dict[str, Any]) -> str:
             "Members of every topic tree at the end of the trace, by parent edges to "
             "the root; detached members (cycle or missing parent): "
             f"{overall['tree_detached']}.",
-        ),
+        )
+    ]
+    figures = [
+        *(tree_figure if structured else []),
         _figure(
             "delivery ratio",
             _ratio_plot(summary),
@@ -197,32 +216,44 @@ def render(summary: dict[str, Any], series: dict[str, Any]) -> str:
         ),
         _figure(
             "node stress",
-            _stress_plot(series.get("node_stress", [])),
-            "Forward records sent by each node; children each node has at the end.",
-        ),
-        _figure(
-            "lookup hops",
-            _lookup_plot(series.get("lookup_hops", [])),
-            "DHT lookups and routes by hops, ok or failed.",
+            _stress_plot(series.get("node_stress", []), children=structured),
+            "Forward records sent by each node"
+            + ("; the most children each node had at once." if structured else "."),
         ),
     ]
+    if structured:
+        figures.append(
+            _figure(
+                "lookup hops",
+                _lookup_plot(series.get("lookup_hops", [])),
+                "DHT lookups and routes by hops, ok or failed; path length counts the ok "
+                "ones only.",
+            )
+        )
     lookup = summary["lookup"]
-    general = {
+    general: dict[str, Any] = {
         "records": summary["records"],
         "bad lines": summary["bad_lines"],
         "nodes": summary["nodes"],
+        "modes": ", ".join(f"{k}: {v}" for k, v in (summary.get("modes") or {}).items()) or None,
         "subscriptions": summary["subscriptions"],
         "subscriptions with a bad filter": summary["bad_filters"],
-        "lookups": lookup["count"],
-        "lookup ok rate": lookup["ok_rate"],
-        "lookup hops mean": lookup["hops_mean"],
-        "lookup hops p99": lookup["hops_p99"],
-        "gossip coverage (mean share of nodes)": overall["coverage_mean"],
-        "recv redundancy (dup / all recv)": overall["redundancy"],
-        "events over 90% of receivers": overall["bimodal"]["share_over_90"],
-        "events under 10% of receivers": overall["bimodal"]["share_under_10"],
-        "repairs": ", ".join(f"{k}: {v}" for k, v in overall["repairs"].items()) or None,
     }
+    if structured:
+        general |= {
+            "lookups": lookup["count"],
+            "lookup ok rate": lookup["ok_rate"],
+            "lookup path length mean (ok lookups)": lookup.get("path_length_mean"),
+            "lookup path length p99 (ok lookups)": lookup.get("path_length_p99"),
+        }
+    if UNSTRUCTURED in modes:
+        general |= {
+            "gossip coverage (mean share of nodes)": overall["coverage_mean"],
+            "recv redundancy (dup / all recv)": overall["redundancy"],
+            "events over 90% of receivers": overall["bimodal"]["share_over_90"],
+            "events under 10% of receivers": overall["bimodal"]["share_under_10"],
+        }
+    general["repairs"] = ", ".join(f"{k}: {v}" for k, v in overall["repairs"].items()) or None
     samples = summary.get("bad_line_samples") or []
     bad = ""
     if samples:
@@ -248,9 +279,3 @@ def render(summary: dict[str, Any], series: dict[str, Any]) -> str:
 {bad}
 </body></html>
 """
-
-
-def write_report(summary: dict[str, Any], series: dict[str, Any], out_dir: Path) -> Path:
-    path = out_dir / "report.html"
-    path.write_text(render(summary, series), encoding="utf-8")
-    return path

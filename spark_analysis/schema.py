@@ -58,31 +58,15 @@ REQUIRED = ("ts", "node", "ev")
 # Where a line came from. Records of one node are ordered by ``ts`` and, for equal
 # ``ts`` (common in simulations, where one step writes several records), by their
 # position in the node's trace: rotation rank (``.jsonl.1`` < ``.jsonl.2`` < ``.jsonl``),
-# the offset where the loading task's piece of the file starts, then the line number
-# within that piece.
+# then the line number within the file (files are read whole).
 SOURCE_FIELDS: list[tuple[str, T.DataType]] = [
     ("src_rank", T.IntegerType()),
-    ("src_block", T.LongType()),
     ("src_row", T.LongType()),
 ]
-ORDER_COLUMNS = ("ts", "src_rank", "src_block", "src_row")
+ORDER_COLUMNS = ("ts", "src_rank", "src_row")
 
 NORMALIZED_SCHEMA = T.StructType(
     [T.StructField(name, dtype, nullable=True) for name, dtype in FIELDS + SOURCE_FIELDS]
-)
-
-# What the loading tasks count as they write the records (``load_task``), read back by
-# ``load``: cost.record_tally's rows, and the (msg_id, node) of recv and deliver records.
-TALLY_SCHEMA = T.StructType(
-    [
-        *(T.StructField(name, T.StringType()) for name in ("node", "topic", "ev", "detail")),
-        T.StructField("n", T.LongType()),
-        T.StructField("dups", T.LongType()),
-        T.StructField("last_ts", T.DoubleType()),
-    ]
-)
-REACH_SCHEMA = T.StructType(
-    [T.StructField("msg_id", T.StringType()), T.StructField("node", T.StringType())]
 )
 
 # Rank of the live (not yet rotated) file: newer than every rotated one.

@@ -183,16 +183,14 @@ def _finish_class_archive(partial: Path, path: Path) -> None:
         pass
 
 
-# The driver JVM (in local mode also the executor) compiles with C1 only, and collects
-# with the throughput collector. A run is some seventy short queries, each with its own
-# generated code, on a JVM that lives a minute: with C2 as well, the JIT compiler
-# threads took 28 s of CPU in the analysis of 10M records, more than the tasks (24 s),
-# for tasks twice as fast; with the steps running side by side every core is busy, and
-# C1 alone (3 s of compiling, 35 s of tasks) ends 4 s sooner (28.1-28.9 s against
-# 32.7 s). G1's concurrent threads cost 3.5 s more than the parallel collector (31.9 and
-# 32.5 s), whose pauses a batch job does not mind. Cluster executors run long and keep
-# the defaults.
-DRIVER_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseParallelGC"
+# The driver JVM (in local mode also the executor) collects with the throughput
+# collector: G1's concurrent threads cost 3.5 s more than the parallel collector at 10M
+# records (31.9 and 32.5 s against 28.1-28.9 s), whose pauses a batch job does not mind.
+# It keeps both JIT compilers: C1 alone paid while the loading tasks wrote Parquet in
+# Python, but Spark now converts and writes every record in the JVM, and at 10M records
+# (local[2], load 1-3.6) a run took 87.1 and 81.9 s with C2 against 100.1 and 101.5 s
+# with C1 only (runs alternated). Cluster executors run long and keep the defaults.
+DRIVER_JVM = "-XX:+UseParallelGC"
 
 
 def quiet_python_warnings() -> None:

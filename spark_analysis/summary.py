@@ -11,7 +11,6 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 Scope = str | None  # a topic, or None for all topics
@@ -49,6 +48,7 @@ class Collected:
     reach: Rows
     coverage: Rows
     lookup_hist: list[dict[str, Any]]
+    modes: dict[str, int]  # mode -> nodes that announced it in node_up
     stress: dict[str, Any]
     bad_filters: int
     subscriptions: int
@@ -101,18 +101,25 @@ def nearest_rank_in_histogram(hist: list[tuple[int, int]], permille: int) -> int
 
 
 def lookup_summary(hist: list[dict[str, Any]]) -> dict[str, Any]:
-    """count, ok_rate, hops_mean, hops_p99, hops_max from (hops, ok, count) rows."""
+    """Lookup figures from (hops, ok, count) rows.
+
+    ``hops_*``: every lookup with a hop count, ok or not; ``path_length_*``: those with
+    ``ok`` true only, as the Chord paper measures path length (a failed lookup's hops
+    say how long it wandered, not how long a path is).
+    """
     count = sum(r["count"] for r in hist)
     known = sum(r["count"] for r in hist if r["ok"] is not None)
     ok = sum(r["count"] for r in hist if r["ok"])
     hops = [(r["hops"], r["count"]) for r in hist if r["hops"] is not None]
-    hops_n = sum(c for _, c in hops)
+    paths = [(r["hops"], r["count"]) for r in hist if r["hops"] is not None and r["ok"]]
     return {
         "count": count,
         "ok_rate": ratio(ok, known),
-        "hops_mean": ratio(sum(h * c for h, c in hops), hops_n),
+        "hops_mean": ratio(sum(h * c for h, c in hops), sum(c for _, c in hops)),
         "hops_p99": nearest_rank_in_histogram(hops, 990),
         "hops_max": max((h for h, _ in hops), default=None),
+        "path_length_mean": ratio(sum(h * c for h, c in paths), sum(c for _, c in paths)),
+        "path_length_p99": nearest_rank_in_histogram(paths, 990),
     }
 
 
@@ -197,6 +204,7 @@ def build_summary(c: Collected) -> dict[str, Any]:
         "lines": c.lines,
         "run": c.run,
         "nodes": c.nodes,
+        "modes": dict(sorted(c.modes.items())),
         "subscriptions": c.subscriptions,
         "bad_filters": c.bad_filters,
         "match_errors": c.match_errors,
@@ -226,5 +234,6 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def write_summary(summary: dict[str, Any], path: Path) -> None:
-    path.write_text(json.dumps(_clean(summary), indent=2, allow_nan=False) + "\n")
+def summary_text(summary: dict[str, Any]) -> str:
+    """summary.json's text."""
+    return json.dumps(_clean(summary), indent=2, allow_nan=False) + "\n"

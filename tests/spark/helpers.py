@@ -63,7 +63,7 @@ def records_df(spark: SparkSession, rows: list[dict[str, Any]]) -> DataFrame:
 
     full = []
     for i, r in enumerate(rows):
-        d = {"src_rank": LIVE_RANK, "src_block": 0, "src_row": i, **r}
+        d = {"src_rank": LIVE_RANK, "src_row": i, **r}
         full.append(tuple(d.get(f.name) for f in NORMALIZED_SCHEMA.fields))
     return spark.createDataFrame(full, NORMALIZED_SCHEMA)
 

@@ -133,8 +133,8 @@ def test_outcomes_duplicates_and_false_deliveries(spark: SparkSession) -> None:
 
 def test_first_delivery_record_is_the_first_written(spark: SparkSession) -> None:
     """Records of one key in ts order, and equal ts in the node's write order: rotation
-    rank, then the piece's offset, then the line."""
-    first_of_all = {"src_rank": 1, "src_block": 0, "src_row": 9}
+    rank, then the line."""
+    first_of_all = {"src_rank": 1, "src_row": 9}
     records = records_df(
         spark,
         [
@@ -142,8 +142,6 @@ def test_first_delivery_record_is_the_first_written(spark: SparkSession) -> None
             dlv(2.0, "a", 1, "m1", hop=5, dup=True, replay=True) | first_of_all,
             dlv(1.5, "b", 1, "m1", hop=6, dup=True),
             dlv(1.0, "b", 1, "m1", hop=7),
-            dlv(3.0, "c", 1, "m1", hop=8) | {"src_block": 100, "src_row": 0},
-            dlv(3.0, "c", 1, "m1", hop=9, dup=True) | {"src_block": 50, "src_row": 7},
             dlv(3.0, "d", 1, "m1", hop=2, dup=True) | {"src_row": 3},
             dlv(3.0, "d", 1, "m1", hop=3) | {"src_row": 2},
         ],
@@ -155,7 +153,6 @@ def test_first_delivery_record_is_the_first_written(spark: SparkSession) -> None
         [
             ("a", 2.0, 5, True, 2),  # rank 1 (rotated) before the live file
             ("b", 1.0, 7, False, 1),  # earlier ts first, whatever the line order
-            ("c", 3.0, 9, False, 2),  # lower offset first
             ("d", 3.0, 3, False, 1),  # lower line first
         ],
     )

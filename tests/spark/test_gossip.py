@@ -9,7 +9,7 @@ from pyspark.sql import types as T
 from spark_analysis.cost import node_stress, record_tally
 from spark_analysis.gossip import event_reach, record_counts
 from spark_analysis.stats import rows_by_scope
-from tests.spark.helpers import records_df, schema
+from tests.spark.helpers import assert_df_equal, records_df, schema
 
 pytestmark = pytest.mark.spark
 
@@ -77,7 +77,8 @@ def test_one_tally_gives_node_stress_and_record_counts(spark: SparkSession) -> N
     assert got[("b", None, "drop", "ttl")] == (1, 0)
     assert sum(n for n, _ in got.values()) == len(rows)
     stress = sorted(tuple(r) for r in node_stress(records, tally).collect())
-    assert stress == [("a", 2, 1, 1, 1), ("b", 0, 1, 0, 0), ("c", 0, 0, 0, 0)]
+    # (node, forwards, recvs, delivers, children at the end, most children at once)
+    assert stress == [("a", 2, 1, 1, 1, 1), ("b", 0, 1, 0, 0, 0), ("c", 0, 0, 0, 0, 0)]
     assert stress == sorted(tuple(r) for r in node_stress(records).collect())
 
     def counts(df: DataFrame) -> list[tuple[object, ...]]:
@@ -88,6 +89,37 @@ def test_one_tally_gives_node_stress_and_record_counts(spark: SparkSession) -> N
 
     assert counts(record_counts(records, tally)) == counts(record_counts(records))
     assert ("None", True, "recv", "None", 2, 1) in counts(record_counts(records))
+
+
+def test_peak_children_counts_what_was_held_at_once(spark: SparkSession) -> None:
+    """After a graceful stop every node ends with no children; the peak still shows
+    the load. A repeated add or a remove of a child never added changes nothing."""
+
+    def child(ts: float, node: str, topic: str, kid: str, op: str) -> dict[str, object]:
+        return {"ts": ts, "node": node, "ev": "child", "topic": topic, "child": kid, "op": op}
+
+    records = records_df(
+        spark,
+        [
+            child(1.0, "a", "t", "b", "add"),
+            child(2.0, "a", "t", "c", "add"),
+            child(3.0, "a", "u", "b", "add"),  # another topic's tree: held as well
+            child(4.0, "a", "t", "b", "add"),  # already held
+            child(5.0, "a", "t", "b", "remove"),
+            child(6.0, "a", "u", "b", "remove"),
+            child(7.0, "a", "t", "c", "remove"),
+            child(1.0, "b", "t", "x", "remove"),  # never added
+            # same instant: the line order decides (remove, then add: held at the end)
+            child(2.0, "b", "t", "y", "add"),
+            child(3.0, "b", "t", "y", "remove"),
+            child(3.0, "b", "t", "y", "add"),
+            {"ts": 9.0, "node": "c", "ev": "node_down", "reason": "stop"},
+        ],
+    )
+    assert_df_equal(
+        node_stress(records).select("node", "children", "peak_children"),
+        [("a", 0, 3), ("b", 1, 1), ("c", 0, 0)],
+    )
 
 
 def test_event_reach_counts_distinct_nodes_across_bit_words(spark: SparkSession) -> None:

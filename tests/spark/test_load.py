@@ -1,26 +1,23 @@
 """Loading: explicit schema, malformed lines counted by reason, order keys, run filter.
 
-Most of it runs without Spark: a task's parse (Arrow, with a line-by-line fallback) and
-its reading of file pieces are plain functions.
+Most of it runs without Spark: a task's parse (Arrow, with a line-by-line fallback) is a
+plain function; Spark's binaryFile source finds the files and hands each one whole.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_analysis import cost, expected, gossip, parse
-from spark_analysis.chunks import Piece, plan_tasks, rank_of, read_piece
+from spark_analysis import parse
 from spark_analysis.lines import parse_line
-from spark_analysis.load import BAD_REASONS, load_traces
-from spark_analysis.load_task import partition_dir, run_task, task_files
+from spark_analysis.load import BAD_REASONS, LoadResult, load_traces, rank_of
+from spark_analysis.location import OutDir
 from spark_analysis.schema import LIVE_RANK
-from spark_analysis.synthetic import Spec, generate
-from tests.spark.helpers import assert_df_equal
 
 GOOD = [
     {
@@ -136,7 +133,7 @@ def test_each_malformed_line_gets_its_reason(line: str) -> None:
     # good lines around it are kept, numbered as the lines of the block.
     records, tally = _parse([*FILLER[:100], line, *FILLER[100:]])
     assert (tally.lines, tally.bad) == (201, {BAD[line]: 1})
-    assert tally.samples[BAD[line]] == ("test", 0, 100, line)
+    assert tally.samples[BAD[line]] == ("test", 100, line)
     assert [r["hop"] for r in records] == list(range(200))
     assert [r["src_row"] for r in records] == [*range(100), *range(101, 201)]
 
@@ -150,7 +147,7 @@ def test_invalid_utf8_is_not_json() -> None:
     line = b'{"ts":1.0,"node":"0\xffa","ev":"x"}'
     assert parse_line(line) == ("not a JSON object", None)
     tally = parse.Tally()
-    got = parse.parse_block(line + b"\n" + "\n".join(FILLER).encode(), 1, 0, "f", tally)
+    got = parse.parse_block(line + b"\n" + "\n".join(FILLER).encode(), 1, "f", tally)
     assert (tally.lines, tally.bad) == (201, {"not a JSON object": 1})
     assert sum(t.num_rows for t in got) == 200
 
@@ -227,62 +224,25 @@ def test_attrs_text_keeps_json_types() -> None:
     assert records[3]["attrs"] == '{"big":123456789012345678901}'
 
 
-def test_pieces_own_the_lines_that_start_in_them(tmp_path: Path) -> None:
-    lines = [b"{}", b"", b'{"a":1}', b"x" * 7, b'{"b":22}']
-    path = tmp_path / "n.jsonl"
-    path.write_bytes(b"\n".join(lines))  # no line break after the last line
-    size = path.stat().st_size
-    for cut in range(size + 1):
-        first = read_piece(Piece(str(path), 0, cut, LIVE_RANK))
-        second = read_piece(Piece(str(path), cut, size, LIVE_RANK))
-        assert first + second == path.read_bytes(), cut
-        assert parse.line_count(first) + parse.line_count(second) == len(lines)
-
-
-def test_tasks_split_large_files_and_pack_small_ones() -> None:
-    files = [("/t/big.jsonl", 300 << 20), ("/t/a.jsonl.2", 1000), ("/t/b.jsonl", 2000)]
-    tasks = plan_tasks(files, parallelism=2)
-    pieces = sorted((p.path, p.start, p.end) for task in tasks for p in task)
-    assert pieces[:3] == [
-        ("/t/a.jsonl.2", 0, 1000),
-        ("/t/b.jsonl", 0, 2000),
-        ("/t/big.jsonl", 0, 128 << 20),
-    ]
-    assert pieces[-1] == ("/t/big.jsonl", 256 << 20, 300 << 20)
-    assert len(tasks) == 3  # the small files ride with the last piece of the big one
+def test_rotation_rank_from_the_file_name() -> None:
     assert (rank_of("x.jsonl.2"), rank_of("x.jsonl"), rank_of("x.jsonl.99999999999")) == (
         2,
         LIVE_RANK,
         None,
     )
-
-
-def test_partition_names_as_spark_writes_them() -> None:
-    assert partition_dir("deliver") == "ev=deliver"
-    assert partition_dir("a/b=c d") == "ev=a%2Fb%3Dc d"
-    assert partition_dir("") == "ev=__HIVE_DEFAULT_PARTITION__"
-
-
-def test_a_retried_task_replaces_its_files(tmp_path: Path, trace_dir: Path) -> None:
-    piece = Piece(
-        str(trace_dir / "0a.jsonl"), 0, (trace_dir / "0a.jsonl").stat().st_size, LIVE_RANK
+    assert rank_of("ftp://h/t/x.jsonl.7.gz") == 7 and rank_of("hdfs://nn/a.jsonl.3/x.jsonl") == (
+        LIVE_RANK
     )
-    target = str(tmp_path / "records")
-    first = run_task((3, [piece]), target, None)
-    again = run_task((3, [piece]), target, None)
-    assert first.records == again.records == 2
-    files = task_files(target)
-    assert [f.relative_to(target).as_posix() for f in files] == [
-        "ev=deliver/part-00003.parquet",
-        "ev=publish/part-00003.parquet",
-    ]
-    assert sum(pq.read_metadata(f).num_rows for f in files) == 2
+
+
+def _load(spark: SparkSession, traces: str, out: Path, run: str | None = None) -> LoadResult:
+    return load_traces(spark, traces, OutDir(spark, out), run)
 
 
 def test_loaded_records_keep_types_and_file_order(
     spark: SparkSession, trace_dir: Path, tmp_path: Path
 ) -> None:
-    loaded = load_traces(spark, str(trace_dir), tmp_path / "out")
+    loaded = _load(spark, str(trace_dir), tmp_path / "out")
     rows = loaded.records.collect()
     pub = next(r for r in rows if r["ev"] == "publish")
     assert json.loads(pub["attrs"]) == GOOD[0]["attrs"]
@@ -292,19 +252,19 @@ def test_loaded_records_keep_types_and_file_order(
     assert lookup["src_rank"] == 1  # deep/0b.jsonl.1: rotated, found recursively
     assert (pub["src_rank"], deliver["src_rank"]) == (LIVE_RANK, LIVE_RANK)
     # in 0a.jsonl the publish is the first line, the deliver the last
-    assert (pub["src_block"], pub["src_row"]) == (0, 0)
-    assert (deliver["src_block"], deliver["src_row"]) == (0, len(BAD) + 1)
+    assert (pub["src_row"], deliver["src_row"]) == (0, len(BAD) + 1)
     samples = {s["reason"]: s for s in loaded.bad_samples}
-    assert samples["empty line"]["file"] == (trace_dir / "0a.jsonl").as_uri().replace(
-        "file:///", "file:/"
-    )
+    # named under the trace path, the first of its reason in the file
+    assert samples["empty line"] == {"file": "0a.jsonl", "line": "", "reason": "empty line"}
+    first_wrong_type = next(line for line, why in BAD.items() if why == "field of the wrong type")
+    assert samples["field of the wrong type"]["line"] == first_wrong_type
 
 
 def test_load_counts_writes_parquet_and_filters_run(
     spark: SparkSession, trace_dir: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    everything = load_traces(spark, str(trace_dir), out)
+    everything = _load(spark, str(trace_dir), out)
     assert (everything.lines, everything.bad_lines, everything.record_count) == (
         len(GOOD) + len(BAD),
         len(BAD),
@@ -317,29 +277,32 @@ def test_load_counts_writes_parquet_and_filters_run(
     ]
     assert sum(everything.bad_by_reason.values()) == len(BAD)
     assert {s["reason"] for s in everything.bad_samples} == set(BAD.values())
-    one_run = load_traces(spark, str(trace_dir), out, run="r1")
+    one_run = _load(spark, str(trace_dir), out, run="r1")
     assert one_run.record_count == 2
     assert one_run.bad_lines == len(BAD)  # malformed lines have no trustworthy run
     assert sorted(r["ev"] for r in one_run.records.collect()) == ["deliver", "publish"]
 
 
-@pytest.mark.parametrize("run", [None, "synthetic"])
-def test_tasks_tally_and_reach_what_the_records_give(
-    spark: SparkSession, tmp_path: Path, run: str | None
+def test_spark_finds_the_files_hidden_globbed_and_compressed(
+    spark: SparkSession, trace_dir: Path, tmp_path: Path
 ) -> None:
-    """The tasks' tally, summed, is cost.record_tally of the records they wrote; their
-    (msg_id, node) pairs give each event's reach as the records do."""
-    info = generate(tmp_path / "traces", Spec(seed=11, events=120, rotate_bytes=20_000))
-    loaded = load_traces(spark, str(info.out_dir), tmp_path / "out", run=run)
-    assert_df_equal(loaded.record_tally, cost.record_tally(loaded.records))
-    rows = loaded.record_tally.collect()
-    assert sum(r["n"] for r in rows) == loaded.record_count
-    # the parts that could go wrong are there: details, duplicates, split nodes
-    assert {r["ev"] for r in rows if r["detail"] is not None} == {"repair", "drop"}
-    assert sum(r["dups"] for r in rows) > 0
-    assert len(list((tmp_path / "out" / "tally").glob("*.parquet"))) > 1
-    # and the nodes each event reached, from the tasks' pairs as from the records
-    pubs = expected.publishes(loaded.records)
-    from_records = gossip.event_reach(loaded.records, pubs)
-    assert_df_equal(gossip.event_reach(loaded.records, pubs, touched=loaded.reached), from_records)
-    assert from_records.filter("reached > 1").count() > 0
+    """What Spark's file source decides: hidden files skipped, only *.jsonl* names, a
+    glob taken as one, a gzipped rotated file read decompressed."""
+    _write(trace_dir / ".0d.jsonl", [json.dumps(GOOD[2])])  # an editor's temporary
+    _write(trace_dir / "_tmp" / "0e.jsonl", [json.dumps(GOOD[2])])  # a writer's
+    rotated = json.dumps({**GOOD[2], "node": "0g"}) + "\n"
+    (trace_dir / "0g.jsonl.1.gz").write_bytes(gzip.compress(rotated.encode()))
+    loaded = _load(spark, str(trace_dir), tmp_path / "out")
+    nodes = sorted(r["node"] for r in loaded.records.collect())
+    assert nodes == ["0a", "0a", "0b", "0g"]
+    gz = next(r for r in loaded.records.collect() if r["node"] == "0g")
+    assert gz["src_rank"] == 1
+    only_top = _load(spark, str(trace_dir / "*.jsonl"), tmp_path / "out2")
+    assert (only_top.lines, only_top.record_count) == (len(GOOD) - 1 + len(BAD), len(GOOD) - 1)
+
+
+def test_a_folder_without_trace_files_gives_no_records(spark: SparkSession, tmp_path: Path) -> None:
+    _write(tmp_path / "traces" / "notes.txt", ["{}"])
+    loaded = _load(spark, str(tmp_path / "traces"), tmp_path / "out")
+    assert (loaded.lines, loaded.record_count, loaded.bad_lines) == (0, 0, 0)
+    assert loaded.records.count() == 0
