@@ -116,6 +116,13 @@ async def test_eight_daemons_form_a_ring_repair_kills_and_a_clean_leave(tmp_path
                 starting.start_soon(group.start, first)
         await group.wait_for_correct_ring(timeout=30)
         assert len(group.procs) == 8
+        # Traces reach their files once a second: a node killed before its first flush
+        # leaves none. Kill only once every node's node_up is on disk.
+        with trio.fail_after(15):
+            while not all('"node_up"' in path.read_text()
+                          for path in (tmp_path / "traces").glob("*.jsonl")) or \
+                    len(list((tmp_path / "traces").glob("*.jsonl"))) < 8:
+                await trio.sleep(0.1)
 
         victims = sorted(group.procs)[1:3]
         for addr in victims:
