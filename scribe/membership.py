@@ -15,10 +15,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Protocol
 
-from overlay.core.limits import batches
 from overlay.core.messages import Message
 from scribe.messages import (
-    MAX_BATCH,
     DigestUpdate,
     DigestWire,
     Disown,
@@ -27,6 +25,7 @@ from scribe.messages import (
     JoinAck,
     Leave,
     RootHandover,
+    message_runs,
 )
 from scribe.state import ScribeState
 from scribe.summaries import Digest
@@ -160,8 +159,7 @@ class Membership:
         # older ones after it, each without the digest (they only add to the new root's
         # buffer). Each message is oldest first.
         bodies = self.events.handing_over(topic)
-        runs = [run[::-1] for run in batches(bodies[::-1], EventBody.cost,
-                                             s.config.sizes.batch_bytes, MAX_BATCH)] or [[]]
+        runs = [run[::-1] for run in message_runs(bodies[::-1], s.config.sizes)]
         seq = s.seq.get(topic, 0)
         for part, run in enumerate(runs):
             s.host.route(now, s.mid(topic),

@@ -11,7 +11,7 @@ from typing import Any
 
 from chord.kbr import NodeRef
 from matching import Summary
-from overlay.core.limits import GROUP_BYTES, batches, event_cost
+from overlay.core.limits import GROUP_BYTES, SizeLimits, batches, event_cost
 from overlay.core.messages import Message, Record, message, record
 from overlay.core.pubsub import (
     MAX_TOPIC_CHARS,
@@ -129,6 +129,13 @@ def group_runs(groups: tuple[str, ...] | list[str]) -> list[tuple[str, ...]]:
 #: Most messages one replay answer is split into (a root retains at most ``retain_count``
 #: events; a larger count of parts is no answer of ours).
 MAX_REPLAY_PARTS = 1 << 20
+
+
+def message_runs(bodies: list[EventBody] | tuple[EventBody, ...],
+                 sizes: SizeLimits) -> list[list[EventBody]]:
+    """``bodies`` in order, cut into runs of a message's worth each (at least one run,
+    maybe empty: a message that carries none still goes)."""
+    return list(batches(bodies, EventBody.cost, sizes.batch_bytes, MAX_BATCH)) or [[]]
 
 
 def check_seq(seq: int | None, name: str) -> None:

@@ -14,9 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from matching import FilterSyntaxError, parse
-from overlay.core.limits import batches
 from scribe.dissemination import Dissemination, HandledEvent
-from scribe.messages import MAX_BATCH, EventBody, ReplayFill, ReplayRequest
+from scribe.messages import EventBody, ReplayFill, ReplayRequest, message_runs
 from scribe.ordering import Released, RootLog
 from scribe.state import ScribeState
 from scribe.stream import Retained
@@ -83,8 +82,7 @@ class Replays:
                     if wanted.matches(body.attrs)]
         if msg.last is not None:
             matching = matching[-msg.last:] if msg.last else []
-        runs = list(batches(matching, EventBody.cost, s.config.sizes.batch_bytes, MAX_BATCH))
-        runs = runs or [[]]
+        runs = message_runs(matching, s.config.sizes)
         for part, run in enumerate(runs):
             s.send(msg.requester, ReplayFill(msg.topic, msg.sub, s.me, through, tuple(run),
                                              part, len(runs)))

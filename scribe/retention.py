@@ -30,8 +30,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from chord.kbr import NodeRef
-from overlay.core.limits import batches
-from scribe.messages import MAX_BATCH, EventBody, PublishAck, ReplicaSync, Replicate, ReplicateAck
+from scribe.messages import (
+    EventBody,
+    PublishAck,
+    ReplicaSync,
+    Replicate,
+    ReplicateAck,
+    message_runs,
+)
 from scribe.state import ScribeState
 from scribe.stream import Retained
 
@@ -282,8 +288,7 @@ class Retention:
                         bodies = retained.bodies(len(retained)) if retained else []
                         # Oldest first, each a message's worth (the replica completes its
                         # buffer downward from whichever part comes first).
-                        runs = list(batches(bodies, EventBody.cost, s.config.sizes.batch_bytes,
-                                            MAX_BATCH)) or [[]]
+                        runs = message_runs(bodies, s.config.sizes)
                     for run in runs:
                         s.send(replica, ReplicaSync(topic, counter, s.me, tuple(run)))
                 elif counter > view.seq:

@@ -60,6 +60,8 @@ class Digest:
         their members first; those that do not fit are left out, and ``more_groups`` says
         so (a parent then asks this subtree for any group, after those that named it)."""
         plain = self.plain.to_wire()
+        if not self.groups:  # nothing to cut: the plain summary is bounded on its own
+            return DigestWire(plain, {}, self.more_groups)
         used = len(encode_map(plain))
         groups: dict[str, GroupDigestWire] = {}
         more = self.more_groups

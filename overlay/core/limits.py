@@ -150,11 +150,3 @@ def batches(items: Iterable[T], cost: Callable[[T], int], budget: int,
         used += size
     if run:
         yield run
-
-
-def take_within(items: Iterable[T], cost: Callable[[T], int], budget: int,
-                max_count: int | None = None) -> list[T]:
-    """The longest prefix of ``items`` that :func:`batches` would put in one run."""
-    for run in batches(items, cost, budget, max_count):
-        return run
-    return []

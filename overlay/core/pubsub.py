@@ -86,13 +86,17 @@ def check_attrs(attrs: Mapping[str, Any]) -> None:
                              f"boolean, got {kind.__name__}")
 
 
+def check_expiry(expiry: float) -> None:
+    if isinstance(expiry, bool) or not isinstance(expiry, int | float) or \
+            not math.isfinite(expiry) or expiry <= 0:
+        raise ValueError(f"expiry must be a positive, finite number of seconds, got {expiry!r}")
+
+
 def expiry_time(now: float, expiry: float | None) -> float | None:
     """When a subscription given ``expiry`` seconds of life at ``now`` ends (None: never)."""
     if expiry is None:
         return None
-    if isinstance(expiry, bool) or not isinstance(expiry, int | float) or \
-            not math.isfinite(expiry) or expiry <= 0:
-        raise ValueError(f"expiry must be a positive, finite number of seconds, got {expiry!r}")
+    check_expiry(expiry)
     return now + float(expiry)
 
 

@@ -16,7 +16,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from overlay.core.limits import batches
-from overlay.gossip.messages import MAX_BATCH, Carried, Digest, Repair, Request, id_cost
+from overlay.gossip.messages import (
+    MAX_BATCH,
+    Carried,
+    Digest,
+    Repair,
+    Request,
+    carried_runs,
+    id_cost,
+)
 from overlay.gossip.store import HeldEvent
 
 if TYPE_CHECKING:
@@ -102,5 +110,5 @@ class DigestRepair:
             hop = held.hop + 1
             node.trace_forward(dest, held.body, hop)
             items.append(Carried(held.body, hop, held.guided))
-        for run in batches(items, Carried.cost, node.config.sizes.batch_bytes, MAX_BATCH):
+        for run in carried_runs(items, node.config.sizes):
             node.send(dest, Repair(tuple(run)))

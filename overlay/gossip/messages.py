@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from matching.summary import DEFAULT_MAX_FILTERS
-from overlay.core.limits import event_cost
+from overlay.core.limits import SizeLimits, batches, event_cost
 from overlay.core.messages import Message, Record, message, record
 from overlay.core.pubsub import Attrs, check_attrs, check_hex, check_topic
 from overlay.gossip.summaries import part_from_wire
@@ -95,6 +95,12 @@ class Carried(Record):
 
     def cost(self) -> int:
         return self.body.cost()
+
+
+def carried_runs(items: list[Carried], sizes: SizeLimits) -> list[list[Carried]]:
+    """``items`` in order, cut into runs of a message's worth each (a rumor push, a
+    repair)."""
+    return list(batches(items, Carried.cost, sizes.batch_bytes, MAX_BATCH))
 
 
 @message("gossip.event")

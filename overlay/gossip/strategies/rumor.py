@@ -16,9 +16,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from overlay.core.limits import batches
 from overlay.gossip.config import RumorConfig
-from overlay.gossip.messages import MAX_BATCH, Carried, Event, Feedback, Rumor
+from overlay.gossip.messages import Carried, Event, Feedback, Rumor, carried_runs
 from overlay.gossip.store import HeldEvent
 from overlay.gossip.strategies.base import Strategy
 
@@ -68,13 +67,13 @@ class RumorMongering(Strategy):
                 continue
             for dest in targets:
                 pushes.setdefault(dest, []).append(Carried(held.body, held.hop + 1, guided))
-        budget = node.config.sizes.batch_bytes
+        sizes = node.config.sizes
         for dest, items in pushes.items():
             for item in items:
                 node.trace_forward(dest, item.body, item.hop)
             # A push too large for one message goes in several; each is answered by a
             # feedback of its own, matched to the pushes in the order they were sent.
-            runs = list(batches(items, Carried.cost, budget, MAX_BATCH))
+            runs = carried_runs(items, sizes)
             self._pushed[dest] = deque(tuple(item.body.msg_id for item in run) for run in runs)
             for run in runs:
                 node.send(dest, Rumor(tuple(run)))

@@ -16,6 +16,7 @@ from overlay.core.pubsub import (
     MAX_TOPIC_CHARS,
     AttrValue,
     check_attrs,
+    check_expiry,
     check_group,
     check_msg_id,
     check_topic,
@@ -179,8 +180,7 @@ def _expiry(req: Mapping[str, Any], required: bool) -> float | None:
     value = _get(req, "expiry", (int, float), required)
     if value is None:
         return None
-    if not value > 0 or value != value or value == float("inf"):
-        raise _bad("expiry must be a positive, finite number of seconds")
+    _checked(check_expiry, value, "expiry")
     return float(value)
 
 
