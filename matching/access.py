@@ -64,16 +64,16 @@ class Range:
     def is_empty(self) -> bool:
         if self.low is None or self.high is None:
             return False
-        return self.low > self.high or (  # type: ignore[operator]
+        return self.low > self.high or (  # type: ignore[operator]  # a Range's bounds are of its one kind
             self.low == self.high and not (self.low_inclusive and self.high_inclusive))
 
     def intersect(self, other: Range) -> Range:
         low, low_inclusive = self.low, self.low_inclusive
-        if other.low is not None and (low is None or other.low > low or (  # type: ignore[operator]
+        if other.low is not None and (low is None or other.low > low or (  # type: ignore[operator]  # a Range's bounds are of its one kind
                 other.low == low and not other.low_inclusive)):
             low, low_inclusive = other.low, other.low_inclusive
         high, high_inclusive = self.high, self.high_inclusive
-        if other.high is not None and (high is None or other.high < high or (  # type: ignore[operator]
+        if other.high is not None and (high is None or other.high < high or (  # type: ignore[operator]  # a Range's bounds are of its one kind
                 other.high == high and not other.high_inclusive)):
             high, high_inclusive = other.high, other.high_inclusive
         return Range(self.attr, self.kind, low, low_inclusive, high, high_inclusive)
@@ -148,8 +148,8 @@ def plan(conjunction: Sequence[Expr]) -> Plan:
     found = [(pred, access_of(pred)) for pred in conjunction]
     equalities = [(p, a) for p, (a, exact) in _known(found) if isinstance(a, Equals) and exact]
     if equalities:
-        pred, access = min(equalities, key=lambda pa: len(pa[1].keys))  # type: ignore[union-attr]
-        return Plan(access, tuple(p for p in conjunction if p is not pred))
+        pred, fewest = min(equalities, key=lambda pa: len(pa[1].keys))
+        return Plan(fewest, tuple(p for p in conjunction if p is not pred))
     numeric: dict[str, tuple[Range, list[Expr]]] = {}
     string_range: tuple[Expr, Access] | None = None
     present: tuple[Expr, Access, bool] | None = None

@@ -81,7 +81,7 @@ def pending_item(rest: Sequence[Expr], key: Hashable) -> Pending:
         interval.low, interval.low_inclusive)
     high, high_inclusive = (math.inf, True) if interval.high is None else (
         interval.high, interval.high_inclusive)
-    return (interval.attr, low, low_inclusive, high, high_inclusive,  # type: ignore[return-value]
+    return (interval.attr, low, low_inclusive, high, high_inclusive,  # type: ignore[return-value]  # numeric interval (kind "num"): its bounds are numbers
             key, check)
 
 
@@ -104,7 +104,7 @@ class Bucket:
         else:
             if self.pending is None:
                 self.pending = {}
-            self.pending[entry] = item  # type: ignore[assignment]
+            self.pending[entry] = item  # type: ignore[assignment]  # not direct: a Pending, by the callers
 
     def drop(self, entry: int) -> bool:
         """Forget ``entry``; whether the bucket is now empty."""

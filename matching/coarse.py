@@ -39,7 +39,7 @@ Interval = tuple[Value | None, Value | None]  # closed; None is unbounded
 
 
 def _key_value(key: ValueKey) -> Value:
-    return key[1] if isinstance(key, tuple) and key[0] == BOOL_TAG else key  # type: ignore[return-value]
+    return key[1] if isinstance(key, tuple) and key[0] == BOOL_TAG else key  # type: ignore[return-value]  # a boolean key holds its bool second
 
 
 def single_item(attr: str, value: Value) -> bytes:
@@ -53,7 +53,7 @@ def pair_item(first: tuple[str, Value], second: tuple[str, Value]) -> bytes:
 
 def _gap(left: Interval, right: Interval) -> float:
     try:
-        return float(right[0]) - float(left[1])  # type: ignore[arg-type]
+        return float(right[0]) - float(left[1])  # type: ignore[arg-type]  # gaps are measured between numeric intervals only, bounded on these sides
     except OverflowError:
         return math.inf
 
@@ -61,12 +61,13 @@ def _gap(left: Interval, right: Interval) -> float:
 def merge_intervals(intervals: Iterable[Interval]) -> tuple[Interval, ...]:
     """Union of closed intervals, widened to at most MAX_INTERVALS (never narrower)."""
     def low_first(iv: Interval) -> tuple[bool, float | int]:
-        return (iv[0] is not None, iv[0] if iv[0] is not None else 0)  # type: ignore[return-value]
+        return (iv[0] is not None, iv[0] if iv[0] is not None else 0)  # type: ignore[return-value]  # an attribute's intervals are all numbers
     merged: list[Interval] = []
     for low, high in sorted(intervals, key=low_first):
-        if merged and (merged[-1][1] is None or low is None or low <= merged[-1][1]):  # type: ignore[operator]
+        if merged and (merged[-1][1] is None or low is None
+                       or low <= merged[-1][1]):  # type: ignore[operator]  # one attribute's bounds are all numbers or all texts
             last_high = merged[-1][1]
-            wider = None if last_high is None or high is None else max(last_high, high)  # type: ignore[type-var]
+            wider = None if last_high is None or high is None else max(last_high, high)
             merged[-1] = (merged[-1][0], wider)
         else:
             merged.append((low, high))
@@ -102,7 +103,7 @@ class Coarse:
         for name, intervals in self.intervals:
             value = attrs.get(name)
             if kind_of(value) == "num" and any(
-                    (low is None or low <= value) and (high is None or value <= high)  # type: ignore[operator]
+                    (low is None or low <= value) and (high is None or value <= high)  # type: ignore[operator]  # kind_of(value) == "num" and the intervals are numeric
                     for low, high in intervals):
                 return True
         bloom = self.bloom
@@ -110,12 +111,12 @@ class Coarse:
             return False
         for name in self.single_attrs:
             value = attrs.get(name)
-            if kind_of(value) is not None and single_item(name, value) in bloom:  # type: ignore[arg-type]
+            if kind_of(value) is not None and single_item(name, value) in bloom:  # type: ignore[arg-type]  # kind_of(value) is not None: a Value
                 return True
         for a, b in self.pair_attrs:
             x, y = attrs.get(a), attrs.get(b)
             if kind_of(x) is not None and kind_of(y) is not None and \
-                    pair_item((a, x), (b, y)) in bloom:  # type: ignore[arg-type]
+                    pair_item((a, x), (b, y)) in bloom:  # type: ignore[arg-type]  # kind_of(x), kind_of(y) not None: Values
                 return True
         return False
 
@@ -165,7 +166,7 @@ class CoarseBuilder:
                 len(first.keys) * len(second.keys) > MAX_PAIR_COMBINATIONS:
             self.add_access(first)
             return True
-        self.pair_attrs.add(tuple(sorted((first.attr, second.attr))))  # type: ignore[arg-type]
+        self.pair_attrs.add(tuple(sorted((first.attr, second.attr))))  # type: ignore[arg-type]  # sorted() of two names gives two
         self.items.extend(pair_item((first.attr, _key_value(x)), (second.attr, _key_value(y)))
                           for x in first.keys for y in second.keys)
         return True

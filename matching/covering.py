@@ -24,12 +24,12 @@ def _within(inner: Range, outer: Range) -> bool:
     if inner.kind != outer.kind:
         return False
     if outer.low is not None:
-        if inner.low is None or inner.low < outer.low:  # type: ignore[operator]
+        if inner.low is None or inner.low < outer.low:  # type: ignore[operator]  # ranges of one kind: numbers or texts, never mixed
             return False
         if inner.low == outer.low and inner.low_inclusive and not outer.low_inclusive:
             return False
     if outer.high is not None:
-        if inner.high is None or inner.high > outer.high:  # type: ignore[operator]
+        if inner.high is None or inner.high > outer.high:  # type: ignore[operator]  # ranges of one kind: numbers or texts, never mixed
             return False
         if inner.high == outer.high and inner.high_inclusive and not outer.high_inclusive:
             return False
@@ -40,7 +40,7 @@ def _key_in_range(key: ValueKey, rng: Range) -> bool:
     if isinstance(key, tuple) and key[0] == BOOL_TAG:
         return False
     return kind_of(key) == rng.kind and _within(
-        Range(rng.attr, rng.kind, key, True, key, True), rng)  # type: ignore[arg-type]
+        Range(rng.attr, rng.kind, key, True, key, True), rng)  # type: ignore[arg-type]  # kind_of(key) == rng.kind: not a boolean key
 
 
 def implies(p: Expr, q: Expr) -> bool:

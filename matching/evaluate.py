@@ -108,6 +108,8 @@ def _compare(expr: Compare) -> Test:
 
 def _between(expr: Between) -> Test:
     name, low, high = expr.attr.name, expr.low.value, expr.high.value
+    assert not isinstance(low, str) and not isinstance(high, str), \
+        "the parser gives BETWEEN numeric bounds"
     if expr.negated:
         def outside(attrs: Attrs) -> bool:
             value = attrs.get(name)

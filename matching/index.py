@@ -32,21 +32,30 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Iterator, Mapping
+from typing import Any, Generic, Literal, TypeVar
 
 from matching.access import BOOL_TAG, Access, Equals, Present, Range, necessary_accesses, plan
 from matching.ast import Value, kind_of
 from matching.clusters import Bucket, Pair, Pending, pair_plan, pending_item
 from matching.normal import disjunctive_normal_form, negation_normal_form
 from matching.parser import Filter
-from matching.ranges import RangeTable
+from matching.ranges import Handle, RangeTable
 
-# Where an entry was filed, to undo it: ("eq", paths), ("pair", paths), ("range", table,
-# handle, attr), ("present", attr), ("residual",) or ("always",).
-_Place = tuple
+#: (attribute, value key[, attribute, value key]): where a bucket sits in nested dicts
+_Path = tuple[Hashable, ...]
+#: Nested dicts whose depth is the length of the paths filed in them.
+_Nested = dict[Any, Any]
+# Where an entry was filed, to undo it.
+_Place = (tuple[Literal["always"]] | tuple[Literal["residual"]]
+          | tuple[Literal["eq"], list[_Path]] | tuple[Literal["pair"], list[_Path]]
+          | tuple[Literal["range"], RangeTable, Handle, str] | tuple[Literal["present"], str])
 _MISSING = object()
+#: What the caller files filters under (subscription ids, child names, ...).
+Key = TypeVar("Key", bound=Hashable)
 
 
-def _put(root: dict, paths: list[tuple], entry: int, item: Hashable, direct: bool) -> None:
+def _put(root: _Nested, paths: list[_Path], entry: int, item: Hashable | Pending,
+         direct: bool) -> None:
     """File under each path of nested dicts (attribute, value[, attribute, value])."""
     for path in paths:
         node = root
@@ -58,7 +67,7 @@ def _put(root: dict, paths: list[tuple], entry: int, item: Hashable, direct: boo
         bucket.put(entry, item, direct)
 
 
-def _drop(root: dict, paths: list[tuple], entry: int) -> None:
+def _drop(root: _Nested, paths: list[_Path], entry: int) -> None:
     """Undo :func:`_put`, pruning what is left empty."""
     for path in paths:
         nodes = [root]
@@ -73,10 +82,10 @@ def _drop(root: dict, paths: list[tuple], entry: int) -> None:
             del node[step]
 
 
-class Index:
+class Index(Generic[Key]):
     def __init__(self) -> None:
-        self._filters: dict[Hashable, Filter] = {}
-        self._places: dict[Hashable, list[tuple[int, _Place]]] = {}
+        self._filters: dict[Key, Filter] = {}
+        self._places: dict[Key, list[tuple[int, _Place]]] = {}
         #: attr -> value key -> bucket
         self._equal: dict[str, dict[Hashable, Bucket]] = {}
         #: attr -> value key -> later attr -> value key -> bucket: an event whose value
@@ -100,13 +109,13 @@ class Index:
     def __len__(self) -> int:
         return len(self._filters)
 
-    def __contains__(self, key: Hashable) -> bool:
+    def __contains__(self, key: object) -> bool:
         return key in self._filters
 
-    def __iter__(self) -> Iterator[Hashable]:
+    def __iter__(self) -> Iterator[Key]:
         return iter(self._filters)
 
-    def get(self, key: Hashable) -> Filter | None:
+    def get(self, key: Key) -> Filter | None:
         return self._filters.get(key)
 
     @property
@@ -114,7 +123,7 @@ class Index:
         """Every filter held is TRUE for every event (``match`` answers all keys)."""
         return not self._not_everywhere
 
-    def add(self, key: Hashable, filter: Filter) -> None:
+    def add(self, key: Key, filter: Filter) -> None:
         """File ``filter`` under ``key`` (any hashable), replacing what ``key`` had."""
         if key in self._filters:
             self.remove(key)
@@ -125,7 +134,7 @@ class Index:
         if not _everywhere(places):
             self._not_everywhere += 1
 
-    def _file_all(self, key: Hashable, filter: Filter, places: list[tuple[int, _Place]]
+    def _file_all(self, key: Key, filter: Filter, places: list[tuple[int, _Place]]
                   ) -> None:
         """File each conjunction of ``filter`` (none when it is never TRUE) at ``places``."""
         if filter.expr is None:
@@ -136,8 +145,8 @@ class Index:
         if conjunctions is None:
             accesses = necessary_accesses(normal)
             whole = (None, -math.inf, True, math.inf, True, key, filter.matches)
-            for access in [None] if accesses is None else accesses:
-                places.append(self._file(key, access, whole))
+            for necessary in [None] if accesses is None else accesses:
+                places.append(self._file(key, necessary, whole))
             return
         for conjunction in conjunctions:
             how = plan(conjunction)
@@ -149,7 +158,7 @@ class Index:
                 access, rest = paired
             places.append(self._file(key, access, pending_item(rest, key) if rest else key))
 
-    def _file(self, key: Hashable, access: Access | Pair | None, item: Hashable | Pending
+    def _file(self, key: Key, access: Access | Pair | None, item: Hashable | Pending
               ) -> tuple[int, _Place]:
         """File one conjunction: ``item`` is ``key`` when the access decides it alone,
         else its pending check."""
@@ -159,10 +168,12 @@ class Index:
         if access is not None or not direct:
             self._selective += 1
         if access is None:
-            bucket, place = (self._always, ("always",)) if direct else (
-                self._residual, ("residual",))
-            bucket.put(entry, item, direct)
-            return entry, place
+            if direct:
+                self._always.put(entry, item, direct)
+                return entry, ("always",)
+            self._residual.put(entry, item, direct)
+            return entry, ("residual",)
+        paths: list[_Path]
         if isinstance(access, Pair):
             first, second = access.first, access.second
             paths = [(first.attr, a, second.attr, b) for a in first.keys for b in second.keys]
@@ -180,38 +191,40 @@ class Index:
         self._present.setdefault(access.attr, Bucket()).put(entry, item, direct)
         return entry, ("present", access.attr)
 
-    def remove(self, key: Hashable) -> None:
+    def remove(self, key: Key) -> None:
         """Forget the filter of ``key``; KeyError when there is none."""
         del self._filters[key]
         places = self._places.pop(key)
         if not _everywhere(places):
             self._not_everywhere -= 1
         for entry, place in places:
-            where = place[0]
-            if where != "always":
+            if place[0] != "always":
                 self._selective -= 1
-            if where == "always":
-                self._always.drop(entry)
-            elif where == "residual":
-                self._residual.drop(entry)
-            elif where == "eq":
-                _drop(self._equal, place[1], entry)
-            elif where == "pair":
-                _drop(self._pairs, place[1], entry)
-            elif where == "range":
-                place[1].remove(place[2])
-                attr = place[3]
-                self._ranged[attr] -= 1
-                if not self._ranged[attr]:
-                    del self._ranged[attr]
-            elif self._present[place[1]].drop(entry):
-                del self._present[place[1]]
+            match place:
+                case ("always",):
+                    self._always.drop(entry)
+                case ("residual",):
+                    self._residual.drop(entry)
+                case ("eq", paths):
+                    _drop(self._equal, paths, entry)
+                case ("pair", paths):
+                    _drop(self._pairs, paths, entry)
+                case ("range", table, handle, attr):
+                    table.remove(handle)
+                    self._ranged[attr] -= 1
+                    if not self._ranged[attr]:
+                        del self._ranged[attr]
+                case ("present", attr):
+                    if self._present[attr].drop(entry):
+                        del self._present[attr]
 
-    def match(self, attrs: Mapping[str, Value]) -> set[Hashable]:
+    def match(self, attrs: Mapping[str, Value]) -> set[Key]:
         """The keys of the filters that are TRUE for ``attrs``."""
         if not self._selective:
             always = self._always.direct
-            return set() if always is None else set(always.values())
+            # Buckets hold the keys they were given: Key, by add's signature.
+            everyone: set[Any] = set() if always is None else set(always.values())
+            return everyone
         hits: list[Hashable] = []
         pending: list[Pending] = []
         _collect(self._always, hits, pending)
@@ -219,7 +232,10 @@ class Index:
         equal, present, pairs, ranged = self._equal, self._present, self._pairs, self._ranged
         numbers, strings = self._ranges["num"], self._ranges["str"]
         keyed: dict[str, Hashable] = {}
-        numeric: dict[str, Value] = {}
+        #: numbers only (their class is checked where they are filed)
+        numeric: dict[str, Any] = {}
+        table: RangeTable | None
+        lookup: Hashable
         for name, value in attrs.items():
             if value is None:
                 continue
@@ -257,22 +273,23 @@ class Index:
                 table.stab(name, value, hits, pending)
         if pairs:
             for first, lookup in keyed.items():
-                by_value = pairs.get(first)
-                if by_value is None or (by_second := by_value.get(lookup)) is None:
+                by_first = pairs.get(first)
+                if by_first is None or (by_second := by_first.get(lookup)) is None:
                     continue
-                for second, table in by_second.items():
+                for second, by_other in by_second.items():
                     other = keyed.get(second, _MISSING)
                     if other is not _MISSING:
-                        bucket = table.get(other)
+                        bucket = by_other.get(other)
                         if bucket is not None:
                             _collect(bucket, hits, pending)
-        result = set(hits)
-        for name, low, low_inclusive, high, high_inclusive, key, check in pending:
-            if name is not None:
-                value = numeric.get(name, _MISSING)
-                if value is _MISSING or not (
-                        (low < value or (low_inclusive and value == low))  # type: ignore[operator]
-                        and (value < high or (high_inclusive and value == high))):  # type: ignore[operator]
+        result: set[Any] = set(hits)
+        for bounded, low, low_inclusive, high, high_inclusive, key, check in pending:
+            if bounded is not None:
+                # Never None: attributes with no value are not filed in ``numeric``.
+                number = numeric.get(bounded)
+                if number is None or not (
+                        (low < number or (low_inclusive and number == low))
+                        and (number < high or (high_inclusive and number == high))):
                     continue
             if check is None or (key not in result and check(attrs)):
                 result.add(key)
@@ -284,7 +301,7 @@ def _everywhere(places: list[tuple[int, _Place]]) -> bool:
     return bool(places) and all(place[0] == "always" for _, place in places)
 
 
-def _collect(bucket: Bucket, hits: list, pending: list) -> None:
+def _collect(bucket: Bucket, hits: list[Hashable], pending: list[Pending]) -> None:
     if bucket.direct:
         hits.extend(bucket.direct.values())
     if bucket.pending:

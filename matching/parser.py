@@ -171,7 +171,7 @@ class _Parser:
         tok = self.tok
         if tok.kind in ("num", "str"):
             self.take()
-            return tok.value  # type: ignore[return-value]
+            return tok.value  # type: ignore[return-value]  # num and str tokens carry a Value
         if tok.kind == "kw" and tok.text in ("TRUE", "FALSE"):
             self.take()
             return tok.text == "TRUE"
@@ -181,7 +181,7 @@ class _Parser:
     def number(self, after: str) -> Lit:
         if self.tok.kind != "num":
             self.fail(f"a number after {after}")
-        return Lit(self.take().value)  # type: ignore[arg-type]
+        return Lit(self.take().value)  # type: ignore[arg-type]  # a num token carries a number
 
     def predicate(self) -> Expr:
         start = self.tok

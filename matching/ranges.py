@@ -26,6 +26,7 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+from typing import Any, TypeAlias
 
 from matching.access import Range
 
@@ -36,6 +37,11 @@ _SLACK = 2.0**-40
 #: class is at most 2**_CLASS_BITS times as wide as the narrowest. Fewer classes mean
 #: fewer bisections per event; wider ones, more high ends compared.
 _CLASS_BITS = 6
+#: A sorted entry: (bound, flag[, high], seq). Bounds are numbers or texts, one kind per
+#: table, so keys of one list always compare.
+_Key = tuple[Any, ...]
+#: Bounds: doubles in an array while each one is exactly a double, else a list.
+_Column: TypeAlias = "array[float] | list[Any]"  # array is not subscriptable at run time before 3.12
 #: Integers up to this size are exactly doubles.
 _EXACT_INT = 2**53
 
@@ -43,31 +49,31 @@ _EXACT_INT = 2**53
 def _exact_double(value: object) -> bool:
     """Whether a bound is exactly a C double, so that an array can hold it."""
     cls = value.__class__
-    return cls is float or (cls is int and -_EXACT_INT <= value <= _EXACT_INT)  # type: ignore[operator]
+    return cls is float or (cls is int and -_EXACT_INT <= value <= _EXACT_INT)  # type: ignore[operator]  # cls is int
 
 
-def _column() -> array | list:
+def _column() -> _Column:
     return array("d")
 
 
 @dataclass
 class _Sorted:
     #: (bound, flag, ...): the order; ``bounds[i]`` is ``keys[i][0]``.
-    keys: list[tuple] = field(default_factory=list)
+    keys: list[_Key] = field(default_factory=list)
     #: An array of doubles while every bound is one (a list once one is not): bisection
     #: then reads contiguous memory instead of chasing a pointer to a float per step,
     #: which at 100k subscriptions is mostly cache misses.
-    bounds: array | list = field(default_factory=_column)
+    bounds: _Column = field(default_factory=_column)
     items: list[Hashable] = field(default_factory=list)
     #: Bounded groups: the high ends (as ``bounds``), which items are pending (1) rather
     #: than direct (0) and how many, and the widest member ever added (removals never
     #: shrink it: safe).
-    highs: array | list = field(default_factory=_column)
+    highs: _Column = field(default_factory=_column)
     pending: bytearray = field(default_factory=bytearray)
     pending_count: int = 0
     reach: float = 0.0
 
-    def insert(self, key: tuple, item: Hashable, high: object = None, pending: bool = False
+    def insert(self, key: _Key, item: Hashable, high: Any = None, pending: bool = False
                ) -> None:
         i = bisect.bisect_left(self.keys, key)
         self.keys.insert(i, key)
@@ -82,7 +88,7 @@ class _Sorted:
             self.pending.insert(i, pending)
             self.pending_count += pending
 
-    def delete(self, key: tuple) -> None:
+    def delete(self, key: _Key) -> None:
         i = bisect.bisect_left(self.keys, key)
         if i < len(self.keys) and self.keys[i] == key:
             del self.keys[i], self.bounds[i], self.items[i]
@@ -99,7 +105,7 @@ class _Sorted:
             end += 1
         return end
 
-    def prefix_into(self, value: object, out: list) -> None:
+    def prefix_into(self, value: object, out: list[Hashable]) -> None:
         """Ranges bounded below: those whose low end admits ``value``."""
         bounds = self.bounds
         if value < bounds[0]:  # type: ignore[operator]  # below them all: no bisection
@@ -109,7 +115,7 @@ class _Sorted:
             end = self.end_of_low(value)
         out.extend(self.items[:end])
 
-    def suffix_into(self, value: object, out: list) -> None:
+    def suffix_into(self, value: object, out: list[Hashable]) -> None:
         """Ranges bounded above: high > value, or high == value and inclusive (sorted
         last: the flag is ``inclusive``)."""
         bounds = self.bounds
@@ -137,7 +143,7 @@ class _AttrRanges:
 
 
 #: (where, attribute, group or form, key)
-Handle = tuple[str, str, tuple[int, bool] | int, tuple]
+Handle = tuple[str, str, tuple[int, bool] | int, _Key]
 
 
 def _width(low: float, high: float) -> float:
@@ -175,7 +181,7 @@ class RangeTable:
         if rng.high is None:
             assert rng.low is not None
             # ``not inclusive`` sorts an inclusive bound first: it contains its bound.
-            key: tuple = (rng.low, not rng.low_inclusive, self._seq)
+            key: _Key = (rng.low, not rng.low_inclusive, self._seq)
             ranges.above[pending].insert(key, item)
             return ("above", rng.attr, int(pending), key)
         if rng.low is None:
@@ -183,7 +189,7 @@ class RangeTable:
             ranges.below[pending].insert(key, item)
             return ("below", rng.attr, int(pending), key)
         assert rng.kind == "num", "only numeric ranges have both bounds"
-        width = _width(rng.low, rng.high)  # type: ignore[arg-type]
+        width = _width(rng.low, rng.high)  # type: ignore[arg-type]  # numeric range with both bounds (asserted above)
         group_key = (_width_class(width), rng.high_inclusive)
         group = ranges.bounded.setdefault(group_key, _Sorted())
         group.reach = max(group.reach, width)
@@ -195,16 +201,16 @@ class RangeTable:
         where, attr, place, key = handle
         ranges = self._attrs[attr]
         if where == "bounded":
-            group = ranges.bounded[place]  # type: ignore[index]
+            group = ranges.bounded[place]  # type: ignore[index]  # a "bounded" handle holds its group key
             group.delete(key)
             if not group.keys:
                 del ranges.bounded[place]  # type: ignore[arg-type]  # its reach goes too
         else:
-            (ranges.above if where == "above" else ranges.below)[place].delete(key)  # type: ignore[index]
+            (ranges.above if where == "above" else ranges.below)[place].delete(key)  # type: ignore[index]  # an "above"/"below" handle holds the form 0 or 1
         if ranges.is_empty():
             del self._attrs[attr]
 
-    def stab(self, attr: str, value: object, hits: list, pending: list) -> None:
+    def stab(self, attr: str, value: object, hits: list[Hashable], pending: list[Any]) -> None:
         """Append the item of every range of ``attr`` that contains ``value`` to
         ``hits`` (direct items) or ``pending``."""
         ranges = self._attrs.get(attr)
@@ -223,7 +229,7 @@ class RangeTable:
         for (_, high_inclusive), group in ranges.bounded.items():
             lows = group.bounds
             try:
-                start = bisect_left(lows, value - group.reach)  # type: ignore[operator]
+                start = bisect_left(lows, value - group.reach)  # type: ignore[operator]  # bounded groups exist only in the numeric table
             except OverflowError:  # an integer beyond float range
                 start = 0
             end = bisect_left(lows, value, start)
@@ -238,19 +244,19 @@ class RangeTable:
                 flags = group.pending
                 if high_inclusive:
                     for i in range(start, end):
-                        if value <= highs[i]:  # type: ignore[operator]
+                        if value <= highs[i]:  # type: ignore[operator]  # numeric table: value is a number
                             (pending if flags[i] else hits).append(items[i])
                 else:
                     for i in range(start, end):
-                        if value < highs[i]:  # type: ignore[operator]
+                        if value < highs[i]:  # type: ignore[operator]  # numeric table: value is a number
                             (pending if flags[i] else hits).append(items[i])
             elif high_inclusive:
                 append = hits.append
                 for i in range(start, end):
-                    if value <= highs[i]:  # type: ignore[operator]
+                    if value <= highs[i]:  # type: ignore[operator]  # numeric table: value is a number
                         append(items[i])
             else:
                 append = hits.append
                 for i in range(start, end):
-                    if value < highs[i]:  # type: ignore[operator]
+                    if value < highs[i]:  # type: ignore[operator]  # numeric table: value is a number
                         append(items[i])

@@ -63,7 +63,7 @@ class Summary:
     max_filters: int = field(default=DEFAULT_MAX_FILTERS, compare=False)
     bloom_bytes: int = field(default=DEFAULT_BLOOM_BYTES, compare=False)
     _exact: tuple[Filter, ...] = field(default=(), compare=False, repr=False)
-    _index: Index = field(default_factory=Index, compare=False, repr=False)
+    _index: Index[int] = field(default_factory=Index, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for key, f in enumerate(self._exact):
@@ -110,7 +110,7 @@ class Summary:
                   ) -> Precision:
         """Count this summary's wrong answers for ``filters`` (those it summarizes) on
         ``events``."""
-        index = Index()
+        index: Index[int] = Index()
         for key, f in enumerate(filters):
             index.add(key, f)
         count = matching = false_positives = false_negatives = 0
@@ -152,7 +152,7 @@ class Summary:
 
 def _has_coarse_form(shape: Shape) -> bool:
     if shape.conjunctions is None:
-        return necessary_accesses(negation_normal_form(shape.filter.expr)) is not None  # type: ignore[arg-type]
+        return necessary_accesses(negation_normal_form(shape.filter.expr)) is not None  # type: ignore[arg-type]  # Shape.of gives conjunctions for a filter with no expression
     return all(plan(c).access is not None for c in shape.conjunctions)
 
 
@@ -178,7 +178,7 @@ def _build(filters: list[Filter], coarse_parts: list[Coarse], max_filters: int,
         if not _has_coarse_form(shape):
             exact.append(shape)
         elif shape.conjunctions is None:
-            for access in necessary_accesses(negation_normal_form(shape.filter.expr)) or ():  # type: ignore[arg-type]
+            for access in necessary_accesses(negation_normal_form(shape.filter.expr)) or ():  # type: ignore[arg-type]  # Shape.of gives conjunctions for a filter with no expression
                 builder.add_access(access)
         else:
             for conjunction in shape.conjunctions:

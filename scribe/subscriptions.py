@@ -42,7 +42,7 @@ class TopicSubscriptions:
 
     def __init__(self) -> None:
         self.plain: dict[int, Subscription] = {}
-        self._plain_index = Index()
+        self._plain_index: Index[int] = Index()
         #: The plain subscriptions in handle order, while every one of them matches every
         #: event (empty filters): then an event needs no matching at all.
         self._everyone: tuple[Subscription, ...] | None = None
