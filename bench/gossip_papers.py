@@ -205,7 +205,7 @@ def exp_rumor_coin(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     for k in range(1, 8):
         summary, traces = run_traced(GossipScenario(
-            **RUMOR_BASE, nodes=args.rumor_nodes, p_stop=1 / k,  # type: ignore[arg-type]
+            **RUMOR_BASE, nodes=args.rumor_nodes, p_stop=1 / k,  # type: ignore[arg-type]  # scenario fields from a shared dict of mixed types
             publishes=args.rumor_events, seed=args.seed + k))
         t_ave, t_last = traces.rounds(1.0)
         rows.append({
@@ -225,7 +225,7 @@ def exp_demers_table1(args: argparse.Namespace) -> list[dict[str, Any]]:
     for reset in (True, False):
         for k in range(1, 6):
             summary, traces = run_traced(GossipScenario(
-                **RUMOR_BASE, nodes=args.demers_nodes, counter=k,  # type: ignore[arg-type]
+                **RUMOR_BASE, nodes=args.demers_nodes, counter=k,  # type: ignore[arg-type]  # scenario fields from a shared dict of mixed types
                 reset_counter=reset, publishes=args.demers_events, seed=args.seed + k))
             t_ave, t_last = traces.rounds(1.0)
             s, m, p_ave, p_last = DEMERS_TABLE1[k]
@@ -255,7 +255,7 @@ def _blind_vs_flood(args: argparse.Namespace, active: int) -> list[dict[str, Any
     for label, changes in (("flood", dict(strategy="flood")),
                            ("blind-counter B=F=2", dict(strategy="blind-counter", fanout=2,
                                                         forward_limit=2))):
-        summary, traces = run_traced(GossipScenario(**{**base, **changes}))  # type: ignore[arg-type]
+        summary, traces = run_traced(GossipScenario(**{**base, **changes}))  # type: ignore[arg-type]  # scenario fields from a shared dict of mixed types
         delays = traces.reach_delays()
         n = len(traces.nodes)
         rows.append({

@@ -60,8 +60,8 @@ async def ring_ready(nodes: list[Node]) -> None:
                     isinstance(core, ChordNode) and core.successors
                     and core.successors.nodes[0].id != core.local.id for core in cores):
                 # Ring pointers settle over a few stabilize rounds: owners must agree.
-                keys = [hash_id(f"probe-{i}", cores[0].bits) for i in range(32)]  # type: ignore[union-attr]
-                owners = [sum(core.is_responsible(k) for core in cores)  # type: ignore[union-attr]
+                keys = [hash_id(f"probe-{i}", cores[0].bits) for i in range(32)]  # type: ignore[union-attr]  # every core here is a ChordNode
+                owners = [sum(core.is_responsible(k) for core in cores)  # type: ignore[union-attr]  # every core here is a ChordNode
                           for k in keys]
                 if owners == [1] * len(keys):
                     return

@@ -85,9 +85,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-reliability-") as tmp:
         base = Path(tmp)
         rows = [
-            run("reliable", ScribeScenario(**common), base),  # type: ignore[arg-type]
-            run("unreliable", ScribeScenario(**common, reliable=False), base),  # type: ignore[arg-type]
-            run("root crash", ScribeScenario(**common, crash=0.3,  # type: ignore[arg-type]
+            run("reliable", ScribeScenario(**common), base),  # type: ignore[arg-type]  # scenario fields from a shared dict of mixed types
+            run("unreliable", ScribeScenario(**common, reliable=False), base),  # type: ignore[arg-type]  # scenario fields from a shared dict of mixed types
+            run("root crash", ScribeScenario(**common, crash=0.3,  # type: ignore[arg-type]  # scenario fields from a shared dict of mixed types
                                              crash_roots=args.topics), base),
         ]
     for row in rows:

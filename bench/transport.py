@@ -105,7 +105,7 @@ class BlastCore(CoreBase):
         return None
 
 
-async def run_node(core_factory, config: TransportConfig, nursery: trio.Nursery):  # type: ignore[no-untyped-def]
+async def run_node(core_factory, config: TransportConfig, nursery: trio.Nursery):
     send_channel, receive_channel = trio.open_memory_channel[Inbound | Unreachable](math.inf)
     transport = Transport(config, send_channel)
     addr = await nursery.start(transport.run)

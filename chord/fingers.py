@@ -24,6 +24,8 @@ class FingerTable:
         self.ring_size = 1 << bits
         self.starts = [finger_start(local.id, i, self.ring_size) for i in range(bits)]
         self.nodes: list[NodeRef | None] = [None] * bits
+        #: Bumped by every change (as :attr:`SuccessorList.version`).
+        self.version = 0
 
     def settle(self, i: int, node: NodeRef) -> tuple[int, bool]:
         """Finger ``i`` is ``node`` (a lookup of its start found it). Every later finger
@@ -38,7 +40,16 @@ class FingerTable:
         if self.nodes[i:following] == fresh:
             return following, False
         self.nodes[i:following] = fresh
+        self.version += 1
         return following, True
+
+    def load(self, nodes: Iterable[NodeRef]) -> None:
+        """Take a whole table (``bits`` entries; the oracle's correct one)."""
+        fresh: list[NodeRef | None] = list(nodes)
+        if len(fresh) != self.bits:
+            raise ValueError(f"a finger table has {self.bits} entries, not {len(fresh)}")
+        self.nodes = fresh
+        self.version += 1
 
     def remove(self, addr: str) -> bool:
         changed = False
@@ -46,10 +57,12 @@ class FingerTable:
             if node is not None and node.addr == addr:
                 self.nodes[i] = None
                 changed = True
+        self.version += changed
         return changed
 
     def clear(self) -> None:
         self.nodes = [None] * self.bits
+        self.version += 1
 
 
 class RoutingIndex:

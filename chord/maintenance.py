@@ -112,7 +112,8 @@ class Maintenance:
             return
         node.successors.replace([successor])
         self.filling = True
-        node.became_member(now)  # stabilizes at once with the new successor
+        node.became_member(now)
+        self.stabilize_soon(now)  # at once: learn the new successor's list and notify it
         self._fix_finger(now)
 
     # -- stabilize and notify ----------------------------------------------------------------
@@ -132,7 +133,6 @@ class Maintenance:
             # where n.successor = n and x = n.predecessor).
             if node.pred is not None:
                 node.successors.replace([node.pred])
-                node.tables_changed(now)
             return
         self._stabilize_busy = True
         node.calls.call(now, successor.addr, GetNeighbours, Neighbours,
@@ -150,11 +150,9 @@ class Maintenance:
         x = answer.predecessor
         if x is not None and x.id != node.local.id and \
                 in_open(x.id, node.local.id, successor.id, node.ring_size):
-            changed = node.successors.replace([x, successor, *answer.successors])
+            node.successors.replace([x, successor, *answer.successors])
         else:
-            changed = node.successors.adopt(successor, answer.successors)
-        if changed:
-            node.tables_changed(now)
+            node.successors.adopt(successor, answer.successors)
         first = node.successors.first()
         if first is not None and (first != successor or x != node.local):
             # (A successor that already names us its predecessor needs no notify.)
@@ -177,7 +175,6 @@ class Maintenance:
                 node.send(pred.addr, SuccessorHint(candidate))
         if not node.successors:
             node.successors.replace([candidate])  # a ring of two forms
-            node.tables_changed(now)
 
     def on_successor_hint(self, now: float, src: str, msg: SuccessorHint) -> None:
         node = self.node
@@ -185,8 +182,7 @@ class Maintenance:
         successor = node.successors.first()
         if node.in_ring and successor is not None and hint.id < node.ring_size and \
                 in_open(hint.id, node.local.id, successor.id, node.ring_size):
-            node.successors.insert(hint)
-            node.tables_changed(now)  # a new successor: stabilize with it soon
+            node.successors.insert(hint)  # a new successor: the node stabilizes soon
 
     # -- check_predecessor ---------------------------------------------------------------------
 
@@ -227,9 +223,7 @@ class Maintenance:
         if owner is None:
             self.filling = False
             return
-        following, changed = node.fingers.settle(i, owner)
-        if changed:
-            node.tables_changed(now)
+        following, _ = node.fingers.settle(i, owner)
         self.next_finger = following % node.bits
         # Answers from our own tables cost nothing: go on at once, as while filling.
         if following < node.bits and (self.filling or hops == 0):
@@ -274,7 +268,6 @@ class Maintenance:
             return
         successor = node.successors.first()
         if successor is None or in_open(found.id, node.local.id, successor.id, node.ring_size):
-            node.successors.insert(found)
-            node.tables_changed(now)  # a new successor: stabilize soon notifies it
+            node.successors.insert(found)  # a new successor: stabilize soon notifies it
         elif found != successor:
             node.send(found.addr, Notify(node.local))

@@ -88,7 +88,10 @@ class ChordNode(CoreBase):
         self.lookups = Lookups(self)
         self.router = Router(self)
         self._index: RoutingIndex | None = None
-        self._changed = False
+        #: The tables' versions the routing index was built from.
+        self._index_versions = (-1, -1)
+        #: The tables' versions and predecessor that ``_settle`` last reported on.
+        self._settled: tuple[int, int, NodeRef | None] = (0, 0, None)
         self._last_successor: NodeRef | None = None
         self._traced_ring: tuple[str | None, str | None] = (None, None)
         self._neighbours: list[NodeRef] = []
@@ -229,6 +232,7 @@ class ChordNode(CoreBase):
                         self.router.on_timeout(now, rid)
                 elif isinstance(name, str):  # the maintenance timers are named
                     self.maintenance.on_timer(now, name)
+            self._follow_successor(now)  # may set stabilize for now: run it in this loop
         app = self.app
         if app is not None and not self.left:
             deadline = app.next_deadline()
@@ -253,10 +257,15 @@ class ChordNode(CoreBase):
         return self.joined and not self.leaving
 
     def routing_index(self) -> RoutingIndex:
-        if self._index is None:
-            self._index = RoutingIndex(self.local, self.ring_size,
-                                       [*self.fingers.nodes, *self.successors.nodes])
-        return self._index
+        """The index over fingers and successors, rebuilt when either has changed since
+        (their versions move with every change, wherever it is made)."""
+        versions = (self.fingers.version, self.successors.version)
+        index = self._index
+        if index is None or versions != self._index_versions:
+            index = self._index = RoutingIndex(self.local, self.ring_size,
+                                               [*self.fingers.nodes, *self.successors.nodes])
+            self._index_versions = versions
+        return index
 
     def first_successor(self, avoid: Collection[str]) -> NodeRef | None:
         """The nearest known node after us whose address is not in ``avoid``; None only
@@ -277,14 +286,10 @@ class ChordNode(CoreBase):
             self.pred_heard = now
             if node is not None:
                 self._range_start = node.id
-            self.tables_changed(now)
 
-    def tables_changed(self, now: float) -> None:
-        """Successor list, fingers or predecessor changed: drop the routing index, and
-        when the successor moved, point the fingers before it at it and stabilize soon
-        (to learn the new successor's list and notify it)."""
-        self._index = None
-        self._changed = True
+    def _follow_successor(self, now: float) -> None:
+        """When the successor moved (whoever changed the list): point the fingers before
+        it at it and stabilize soon (to learn its list and notify it)."""
         successor = self.successors.first()
         if successor != self._last_successor:
             self._last_successor = successor
@@ -302,14 +307,12 @@ class ChordNode(CoreBase):
         if not changed:
             return
         self.maintenance.remember(now, addr)
-        self._index = None
         if not self.successors and self.joined:
             # All r successors are gone: the nearest finger (or the predecessor) is the
             # best successor we know; stabilize walks back from it to the true one.
             fallback = list(self.routing_index().nodes) or \
                 ([self.pred] if self.pred is not None else [])
             self.successors.replace(fallback)
-        self.tables_changed(now)
 
     def trace_lookup(self, key: int, hops: int, ok: bool, ms: float, kind: str) -> None:
         self.trace("lookup", key=hex_id(key, self.bits), hops=hops, ok=ok, ms=round(ms, 3),
@@ -330,8 +333,9 @@ class ChordNode(CoreBase):
         """We are in a ring now (created it, or a join found our successor)."""
         self.joined = True
         self.trace("node_up", addr=self.address, mode="structured", version=TRACE_VERSION)
+        self._follow_successor(now)  # tables given before joining (the oracle's)
         self.maintenance.start(now)
-        self.tables_changed(now)
+        self._settled = (-1, -1, None)  # report the ring as it is now, even if unchanged
 
     def _on_answer(self, now: float, src: str, msg: Any) -> None:
         self.calls.answer(now, msg.rid, msg)
@@ -341,24 +345,20 @@ class ChordNode(CoreBase):
         gone = msg.node
         if gone.id == self.local.id or not self.joined:
             return
-        changed = self.fingers.remove(gone.addr)
+        self.fingers.remove(gone.addr)
         if self.pred is not None and self.pred.addr == gone.addr:
             # Its range is ours now, and its predecessor is our predecessor.
             handed = msg.predecessor
             if handed is not None:
                 self._range_start = handed.id
             self.pred = handed if handed is not None and handed.id != self.local.id else None
-            changed = True
         first = self.successors.first()
         if first is not None and first.addr == gone.addr:
             rest = [n for n in self.successors if n.addr != gone.addr]
             its_list = [n for n in msg.successors if n.addr != gone.addr]
             self.successors.replace(its_list or rest)
-            changed = True
         else:
-            changed |= self.successors.remove(gone.addr)
-        if changed:
-            self.tables_changed(now)
+            self.successors.remove(gone.addr)
 
     def _leave_step(self, now: float) -> None:
         self._leave_pending -= 1
@@ -377,11 +377,14 @@ class ChordNode(CoreBase):
     # -- reporting changes -------------------------------------------------------------------
 
     def _settle(self, now: float) -> None:
-        """After an input: trace ``ring`` and call ``app.update`` for what changed."""
-        if not self._changed:
-            return
-        self._changed = False
+        """After an input: follow a new successor, trace ``ring`` and call ``app.update``
+        for what changed in the tables during it."""
+        self._follow_successor(now)
         pred = self.pred
+        settled = (self.successors.version, self.fingers.version, pred)
+        if settled == self._settled:
+            return
+        self._settled = settled
         ring = (hex_id(self.successor().id, self.bits),
                 None if pred is None else hex_id(pred.id, self.bits))
         if ring != self._traced_ring and self.joined:

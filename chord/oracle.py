@@ -52,7 +52,7 @@ def build_tables(nodes: Sequence[ChordNode], now: float) -> None:
     ring = SortedRing([n.local for n in nodes])
     for node in nodes:
         node.successors.replace(ring.successors(node.local, node.config.successors))
-        node.fingers.nodes = list(ring.fingers(node))
+        node.fingers.load(ring.fingers(node))
         node.set_predecessor(now, ring.predecessor(node.local))
         node.became_member(now)
 

@@ -11,13 +11,30 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Collection
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from chord.fingers import RoutingIndex
 from chord.kbr import NodeRef
 from chord.ring import distance, in_half_open
 
-if TYPE_CHECKING:
-    from chord.node import ChordNode
+
+class RoutingView(Protocol):
+    """What a routing decision reads of a node (:class:`chord.node.ChordNode` is one)."""
+
+    @property
+    def local(self) -> NodeRef: ...
+
+    @property
+    def ring_size(self) -> int: ...
+
+    @property
+    def pred(self) -> NodeRef | None: ...
+
+    def is_responsible(self, key: int) -> bool: ...
+
+    def first_successor(self, avoid: Collection[str]) -> NodeRef | None: ...
+
+    def routing_index(self) -> RoutingIndex: ...
 
 
 class Step(enum.Enum):
@@ -32,7 +49,7 @@ class Step(enum.Enum):
     CLOSER = "closer"
 
 
-def next_step(node: ChordNode, key: int, avoid: Collection[str],
+def next_step(node: RoutingView, key: int, avoid: Collection[str],
               as_owner: bool) -> tuple[Step, NodeRef]:
     """What ``node`` does with ``key``. ``as_owner``: the asker believes this node owns
     it. ``avoid``: addresses known to be dead, never returned."""

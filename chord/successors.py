@@ -20,6 +20,9 @@ class SuccessorList:
         self.size = size
         self.ring_size = ring_size
         self.nodes: list[NodeRef] = []
+        #: Bumped by every change: what was derived from the list (the routing index,
+        #: the ring trace, the successor the fingers follow) is stale when it moves.
+        self.version = 0
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -47,6 +50,7 @@ class SuccessorList:
         if fresh == self.nodes:
             return False
         self.nodes = fresh
+        self.version += 1
         return True
 
     def adopt(self, successor: NodeRef, its_successors: Iterable[NodeRef]) -> bool:
@@ -65,12 +69,17 @@ class SuccessorList:
             return False
         self.nodes.insert(position, node)
         del self.nodes[self.size:]
+        self.version += 1
         return True
 
     def remove(self, addr: str) -> bool:
         before = len(self.nodes)
         self.nodes = [n for n in self.nodes if n.addr != addr]
-        return len(self.nodes) != before
+        if len(self.nodes) == before:
+            return False
+        self.version += 1
+        return True
 
     def clear(self) -> None:
         self.nodes = []
+        self.version += 1

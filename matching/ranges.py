@@ -40,8 +40,9 @@ _CLASS_BITS = 6
 #: A sorted entry: (bound, flag[, high], seq). Bounds are numbers or texts, one kind per
 #: table, so keys of one list always compare.
 _Key = tuple[Any, ...]
-#: Bounds: doubles in an array while each one is exactly a double, else a list.
-_Column: TypeAlias = "array[float] | list[Any]"  # array is not subscriptable at run time before 3.12
+#: Bounds: doubles in an array while each one is exactly a double, else a list. (A
+#: string: array is not subscriptable at run time before Python 3.12.)
+_Column: TypeAlias = "array[float] | list[Any]"
 #: Integers up to this size are exactly doubles.
 _EXACT_INT = 2**53
 

@@ -199,7 +199,9 @@ def batching_of(hello: dict[str, Any]) -> tuple[bool, int]:
     """Whether the daemon takes ``publish_batch`` requests, and how many events each."""
     max_batch = hello.get("max_batch")
     offered = "publish_batch" in hello.get("features", ()) and type(max_batch) is int
-    return (offered and max_batch > 1), (max_batch if offered else 0)  # type: ignore[return-value]
+    if not offered:
+        return False, 0
+    return max_batch > 1, max_batch
 
 
 def too_large(event: dict[str, Any], sizes: SizeLimits) -> TooLarge | None:
@@ -484,16 +486,16 @@ class AsyncClient:
     async def _dispatch(self, msg: dict[str, Any]) -> None:
         event = msg.get("event")
         if event is None:
-            rid = msg.get("rid")
-            batch = self._batches.pop(rid, None)  # type: ignore[arg-type]
+            rid: int = msg.get("rid", -1)  # a reply without a rid matches nothing
+            batch = self._batches.pop(rid, None)
             if batch is not None:
                 for channel, outcome in zip(batch, batch_outcomes(msg, len(batch)), strict=True):
                     with suppress(trio.BrokenResourceError):  # its publisher was cancelled
                         channel.send_nowait(outcome)
                 return
-            waiter = self._pending.get(rid)  # type: ignore[arg-type]
+            waiter = self._pending.get(rid)
             if waiter is not None:
-                events = self._sub_channels.pop(rid, None)  # type: ignore[arg-type]
+                events = self._sub_channels.pop(rid, None)
                 if events is not None and msg.get("ok") and type(msg.get("sub")) is int:
                     self._subs[msg["sub"]] = events
                 waiter.send_nowait(msg)
@@ -503,12 +505,12 @@ class AsyncClient:
             for notify in msg.get("events") or ():
                 await self._notify(notify)
         elif event == "expired":
-            self._end_subscription(msg.get("sub"))  # type: ignore[arg-type]
+            self._end_subscription(msg.get("sub", -1))
         elif event == "error":
             raise RequestError.from_wire(msg.get("error"))
 
     async def _notify(self, notify: dict[str, Any]) -> None:
-        channel = self._subs.get(notify.get("sub"))  # type: ignore[arg-type]
+        channel = self._subs.get(notify.get("sub", -1))
         if channel is not None:
             # Waits when the application is behind: we stop reading, the daemon's
             # bounded queue fills, and it applies its overload policy.

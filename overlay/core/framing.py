@@ -179,7 +179,7 @@ class FrameDecoder:
         """Bytes received but not yet returned as a frame (a truncated frame at EOF)."""
         return len(self._buffer) - self._start
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | bytearray) -> None:
         if self._broken is not None:
             raise self._broken
         if self._start:

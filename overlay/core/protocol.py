@@ -21,6 +21,8 @@ class ProtocolCore(Protocol):
     """What a driver needs from a core."""
 
     address: str
+    #: The node's id in hex (traces, ``status``).
+    node_hex: str
 
     def on_message(self, now: float, src: str, msg: Message) -> None: ...
 

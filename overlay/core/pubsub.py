@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from overlay.core.errors import LocalProtocolError
 from overlay.core.records import UNSUBSCRIBE_REASONS
@@ -38,8 +38,13 @@ Attrs = dict[str, AttrValue]
 _HEX_ID = re.compile(f"[0-9a-f]{{1,{MAX_MSG_ID_CHARS}}}").fullmatch
 
 
+def is_topic(topic: object) -> TypeGuard[str]:
+    """The rule for topics: text of 1 to MAX_TOPIC_CHARS characters."""
+    return type(topic) is str and 0 < len(topic) <= MAX_TOPIC_CHARS
+
+
 def check_topic(topic: str) -> None:
-    if type(topic) is not str or not 0 < len(topic) <= MAX_TOPIC_CHARS:
+    if not is_topic(topic):
         raise ValueError(f"a topic is text of 1 to {MAX_TOPIC_CHARS} characters")
 
 

@@ -130,14 +130,21 @@ class GossipNode(CoreBase):
         self._schedule_adverts(now)
 
     def subscribe(self, now: float, topic: str, filter_text: str, sub_id: int,
-                  expiry: float | None = None) -> None:
+                  expiry: float | None = None, group: str | None = None,
+                  replay_last: int | None = None, replay_since: int | None = None) -> None:
         """Start local subscription ``sub_id`` (a handle the caller chose, unique on this
         node) to the events of ``topic`` that match ``filter_text`` (``""``: all of them).
-        ``expiry``: seconds of life from ``now`` (None: until unsubscribed).
+        ``expiry``: seconds of life from ``now`` (None: until unsubscribed). Groups and
+        replay are not served here (``capabilities``): asking for them is a ValueError.
 
         Raises ``matching.FilterSyntaxError`` for a bad filter, ``ValueError`` for a bad
         topic or expiry, ``DuplicateSubscriptionError`` for a handle in use.
         """
+        if group is not None:
+            raise ValueError("groups are not served in unstructured mode")
+        if replay_last is not None or replay_since is not None:
+            raise ValueError("replay is not served in unstructured mode: no root retains "
+                             "a topic's events there")
         check_topic(topic)
         sub = Subscription(sub_id, topic, filter_text, parse(filter_text),
                            expiry_time(now, expiry))
@@ -165,11 +172,12 @@ class GossipNode(CoreBase):
 
     def publish(self, now: float, topic: str, attrs: Mapping[str, AttrValue],
                 payload: bytes = b"", msg_id: str | None = None,
-                ts: float | None = None) -> str:
+                ts: float | None = None, reliable: bool = True) -> str:
         """Publish an event; returns its msg_id (``msg_id`` if given, else a fresh random
         one; publishing a msg_id this node holds again does nothing). ``ts``: publish time
-        to carry (default ``now``). Raises ``ValueError`` for bad input,
-        ``NotStartedError`` before ``start``."""
+        to carry (default ``now``). ``reliable`` changes nothing here: with no root, the
+        ``published`` notice comes once this node holds the event and spreads it, either
+        way. Raises ``ValueError`` for bad input, ``NotStartedError`` before ``start``."""
         if not self.started:
             raise NotStartedError("start the node before publishing")
         if msg_id is None:

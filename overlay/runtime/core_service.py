@@ -37,14 +37,15 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import trio
 
 from matching import FilterSyntaxError
 from overlay.core.effects import Deliver, Notice
 from overlay.core.errors import LocalProtocolError
-from overlay.core.pubsub import Capabilities, UnknownSubscriptionError
+from overlay.core.protocol import ProtocolCore
+from overlay.core.pubsub import Capabilities, PubSubCore, UnknownSubscriptionError
 from overlay.runtime.api import ApiError, Expired, Notification, PublishResult, Sink
 from overlay.runtime.api.requests import Publish, Subscribe
 from overlay.runtime.api.service import Done
@@ -58,15 +59,20 @@ DEFAULT_SUBSCRIBE_TIMEOUT = 5.0
 
 log = logging.getLogger("overlay.api")
 
+#: The daemon's protocol core (a ChordNode, a GossipNode).
+N = TypeVar("N", bound=ProtocolCore)
+T = TypeVar("T")
 
-class CoreService:
-    """Base of the modes' services; subclasses say how to reach the pub/sub core."""
+
+class CoreService(Generic[N]):
+    """Base of the modes' services; subclasses say how to reach the pub/sub core inside
+    the daemon's protocol core ``N``."""
 
     mode = ""
     #: What the mode's core serves beyond plain subscriptions.
     capabilities: Capabilities
 
-    def __init__(self, daemon: Daemon[Any], publish_timeout: float = DEFAULT_PUBLISH_TIMEOUT,
+    def __init__(self, daemon: Daemon[N], publish_timeout: float = DEFAULT_PUBLISH_TIMEOUT,
                  subscribe_timeout: float = DEFAULT_SUBSCRIBE_TIMEOUT) -> None:
         self.daemon = daemon
         self.publish_timeout = publish_timeout
@@ -95,17 +101,12 @@ class CoreService:
     def ready(self) -> bool:
         raise NotImplementedError
 
-    def core_of(self, node: Any) -> Any:
+    def core_of(self, node: N) -> PubSubCore:
         """The pub/sub core inside the daemon's protocol core."""
         raise NotImplementedError
 
-    def core_status(self, node: Any) -> dict[str, Any]:
+    def core_status(self, node: N) -> dict[str, Any]:
         raise NotImplementedError
-
-    def core_publish(self, core: Any, now: float, request: Publish, msg_id: str,
-                     ts: float) -> None:
-        """The core's ``publish`` of one request (a mode may pass more of it)."""
-        core.publish(now, request.topic, request.attrs, request.payload, msg_id, ts=ts)
 
     # -- PubSubService -----------------------------------------------------------------------
 
@@ -190,7 +191,7 @@ class CoreService:
             return [ApiError.not_ready()] * len(requests)
         ts = time.time()  # one turn of the reader: the same publish time for all
 
-        def publish_all(core: Any, now: float) -> list[PublishResult | ApiError]:
+        def publish_all(core: PubSubCore, now: float) -> list[PublishResult | ApiError]:
             outcomes: list[PublishResult | ApiError] = []
             for request in requests:
                 msg_id = self._msg_id(request)
@@ -214,7 +215,7 @@ class CoreService:
         ts = time.time()
         waiters: list[Waiter] = []
 
-        def publish_all(core: Any, now: float) -> None:
+        def publish_all(core: PubSubCore, now: float) -> None:
             for request, done in zip(requests, dones, strict=True):
                 msg_id = self._msg_id(request)
                 # Registered first: at the root the notice may come during the call.
@@ -294,11 +295,14 @@ class CoreService:
         # randbytes(16) as random.py writes it, one call less per event.
         return request.msg_id or self._ids.getrandbits(128).to_bytes(16, "little").hex()
 
-    def _publish_one(self, core: Any, now: float, request: Publish, msg_id: str,
+    def _publish_one(self, core: PubSubCore, now: float, request: Publish, msg_id: str,
                      ts: float) -> ApiError | None:
         """One publish inside a call into the core: None, or the ApiError refusing it."""
         try:
-            self.core_publish(core, now, request, msg_id, ts)
+            # Reliable in structured mode: the root answers once its replicas hold the
+            # event (scribe.retention).
+            core.publish(now, request.topic, request.attrs, request.payload, msg_id, ts,
+                         request.reliable)
         except (ValueError, LocalProtocolError) as exc:
             return ApiError("bad_request", str(exc))
         except Exception as exc:  # a bug of ours: this request fails, not its batch
@@ -306,14 +310,14 @@ class CoreService:
             return ApiError.internal(exc)
         return None
 
-    async def _time_out_publishes(self, daemon: Daemon[Any]) -> None:
+    async def _time_out_publishes(self, daemon: Daemon[N]) -> None:
         await self.pending.run()
 
     def _require_ready(self) -> None:
         if not self.ready:
             raise ApiError.not_ready()
 
-    def _call(self, fn: Callable[[Any, float], Any]) -> Any:
+    def _call(self, fn: Callable[[PubSubCore, float], T]) -> T:
         return self.daemon.call(lambda node, now: fn(self.core_of(node), now))
 
     def batch(self) -> AbstractContextManager[None]:

@@ -47,7 +47,6 @@ from overlay.runtime.transport import Inbound, Transport, TransportConfig, Unrea
 
 T = TypeVar("T")
 AppFactory = Callable[[ChordNode], KbrApplication]
-Service = Callable[["Daemon[Any]"], Awaitable[None]]
 RequestHandler = Callable[[str, Message], Message | None]
 
 #: Inputs queued for the core before the transport stops reading (TCP then pushes back).
@@ -124,14 +123,14 @@ class Daemon(Generic[C]):
         self.config = config
         self.kind = kind
         self.rng = rng or random.Random()
-        self.services: list[Service] = []
+        self.services: list[Callable[[Daemon[C]], Awaitable[None]]] = []
         self.deliver_handlers: list[Callable[[Deliver], None]] = []
         self.notice_handlers: list[Callable[[Notice], None]] = []
         self.request_handlers: dict[type[Message], RequestHandler] = {
             StateQuery: self._answer_state_query}
         #: The protocol core ``kind`` builds, once the daemon runs.
         self.node: C | None = None
-        self.driver: CoreDriver | None = None
+        self.driver: CoreDriver[C] | None = None
         self.tracer: NodeTracer | None = None
         self.address: str | None = None
         self._stop_requested = trio.Event()
@@ -175,7 +174,7 @@ class Daemon(Generic[C]):
         """Leave gracefully and return from :meth:`run` (safe to call more than once)."""
         self._stop_requested.set()
 
-    def call(self, fn: Callable[[Any, float], T]) -> T:
+    def call(self, fn: Callable[[C, float], T]) -> T:
         """Run ``fn(node, now)`` on the core and carry out its effects."""
         if self.driver is None:
             raise RuntimeError("the daemon is not running")
@@ -221,7 +220,7 @@ class Daemon(Generic[C]):
         return self.node.state() if isinstance(self.node, ChordNode) else None
 
 
-async def run_until_signalled(daemon: Daemon[Any], on_ready: Callable[[str], Any]) -> None:
+async def run_until_signalled(daemon: Daemon[C], on_ready: Callable[[str], Any]) -> None:
     """Run ``daemon`` until SIGTERM or SIGINT, then let it leave gracefully."""
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:

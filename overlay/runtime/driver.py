@@ -14,7 +14,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import trio
 
@@ -28,13 +28,14 @@ from overlay.runtime.transport import Inbound, Transport, Unreachable
 log = logging.getLogger("overlay.driver")
 
 T = TypeVar("T")
+C = TypeVar("C", bound=ProtocolCore)
 RequestHandler = Callable[[str, Message], Message | None]
 
 
-class CoreDriver:
+class CoreDriver(Generic[C]):
     def __init__(
         self,
-        core: ProtocolCore,
+        core: C,
         transport: Transport,
         tracer: NodeTracer | None = None,
         on_deliver: Callable[[Deliver], None] | None = None,
@@ -60,7 +61,7 @@ class CoreDriver:
     def now(self) -> float:
         return trio.current_time()
 
-    def call(self, fn: Callable[[Any, float], T]) -> T:
+    def call(self, fn: Callable[[C, float], T]) -> T:
         """Run ``fn(core, now)`` and carry out what it asked for (inside :meth:`batch`:
         when the batch ends)."""
         try:
@@ -90,7 +91,8 @@ class CoreDriver:
         if self._held is not None:
             yield
             return
-        self._held = held = []
+        held: list[tuple[float, list[Effect]]] = []
+        self._held = held
         try:
             yield
         finally:

@@ -46,7 +46,7 @@ class GossipKind:
         return 0.0  # no ``left`` notice is awaited (stop returns False)
 
 
-class GossipService(CoreService):
+class GossipService(CoreService[GossipNode]):
     mode = "unstructured"
     capabilities = GossipNode.capabilities
 
@@ -55,11 +55,10 @@ class GossipService(CoreService):
         node = self.daemon.node
         return isinstance(node, GossipNode) and node.started
 
-    def core_of(self, node: Any) -> GossipNode:
-        assert isinstance(node, GossipNode)
+    def core_of(self, node: GossipNode) -> GossipNode:
         return node
 
-    def core_status(self, node: Any) -> dict[str, Any]:
+    def core_status(self, node: GossipNode) -> dict[str, Any]:
         status = dict(node.status())
         for key in ("node", "address", "mode", "subscriptions"):
             status.pop(key, None)

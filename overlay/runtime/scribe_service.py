@@ -8,12 +8,11 @@ from chord.kbr import NodeRef
 from chord.node import ChordNode
 from chord.ring import hex_id
 from overlay.runtime.api import ApiError
-from overlay.runtime.api.requests import Publish
 from overlay.runtime.core_service import CoreService
 from scribe.app import ScribeApp
 
 
-class ScribeService(CoreService):
+class ScribeService(CoreService[ChordNode]):
     mode = "structured"
     capabilities = ScribeApp.capabilities
 
@@ -22,18 +21,12 @@ class ScribeService(CoreService):
         node = self.daemon.node
         return isinstance(node, ChordNode) and node.joined and not node.leaving
 
-    def core_of(self, node: Any) -> ScribeApp:
-        if not isinstance(node, ChordNode) or not isinstance(node.app, ScribeApp):
+    def core_of(self, node: ChordNode) -> ScribeApp:
+        if not isinstance(node.app, ScribeApp):
             raise ApiError("internal", "this node runs no Scribe application")
         return node.app
 
-    def core_publish(self, core: Any, now: float, request: Publish, msg_id: str,
-                     ts: float) -> None:
-        # Reliable: the root answers once its replicas hold the event (scribe.retention).
-        core.publish(now, request.topic, request.attrs, request.payload, msg_id, ts,
-                     request.reliable)
-
-    def core_status(self, node: Any) -> dict[str, Any]:
+    def core_status(self, node: ChordNode) -> dict[str, Any]:
         state = node.state()
 
         def ref(n: NodeRef) -> dict[str, str]:

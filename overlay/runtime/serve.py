@@ -16,10 +16,13 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import trio
 
+from chord.node import ChordNode
+from overlay.core.messages import Message
+from overlay.gossip.node import GossipNode
 from overlay.runtime.api import ApiConfig, ApiServer
 from overlay.runtime.config import ConfigError, DaemonConfig
 from overlay.runtime.core_service import CoreService
@@ -69,41 +72,56 @@ def api_config(config: DaemonConfig) -> ApiConfig:
         raise ConfigError(f"[api]: {exc}") from None
 
 
+N = TypeVar("N", ChordNode, GossipNode)
+
+
 @dataclasses.dataclass
-class Node:
-    daemon: Daemon
-    service: CoreService
+class Node(Generic[N]):
+    daemon: Daemon[N]
+    service: CoreService[N]
     api: ApiServer
 
 
-def build_node(config: DaemonConfig) -> Node:
+def build_node(config: DaemonConfig) -> Node[ChordNode] | Node[GossipNode]:
     """The daemon of ``config.mode`` serving the local API (raises ConfigError)."""
     # Absolute paths: daemon.json is read from other working directories. Every node
     # traces (TRACES.md): without a trace_dir, <state_dir>/traces.
     config = dataclasses.replace(config, state_dir=config.state_dir.resolve())
     config = dataclasses.replace(config, trace_dir=config.trace_path.resolve(),
                                  api_socket=config.api_socket_path.resolve())
-    service: CoreService
     if config.mode == "structured":
-        chord_settings, scribe_config = split_protocol(config.protocol)
-        scribe_config = dataclasses.replace(scribe_config, sizes=config.limits.sizes)
-        daemon: Daemon[Any] = Daemon(config, ChordKind.of(
-            dataclasses.replace(config, protocol=chord_settings),
-            lambda node: ScribeApp(node, scribe_config)))
-        service = ScribeService(daemon)
-        scribe_service = service
-        daemon.request_handlers[TreeQuery] = (
-            lambda src, msg: scribe_service.core_of(daemon.node).tree_info(msg.topic))
-    elif config.mode == "unstructured":
+        return _serving(config, _structured_service(config))
+    if config.mode == "unstructured":
         daemon = Daemon(config, GossipKind(dataclasses.replace(
             gossip_config(config.protocol), sizes=config.limits.sizes)))
-        service = GossipService(daemon)
-    else:
-        raise ConfigError(f"mode must be structured or unstructured, got {config.mode!r}")
+        return _serving(config, GossipService(daemon))
+    raise ConfigError(f"mode must be structured or unstructured, got {config.mode!r}")
+
+
+def _structured_service(config: DaemonConfig) -> ScribeService:
+    chord_settings, scribe_config = split_protocol(config.protocol)
+    scribe_config = dataclasses.replace(scribe_config, sizes=config.limits.sizes)
+    daemon = Daemon(config, ChordKind.of(dataclasses.replace(config, protocol=chord_settings),
+                                         lambda node: ScribeApp(node, scribe_config)))
+    service = ScribeService(daemon)
+
+    def answer_tree_query(src: str, msg: Message) -> Message | None:
+        node = daemon.node
+        if node is None or not isinstance(msg, TreeQuery):
+            return None
+        return service.core_of(node).tree_info(msg.topic)
+
+    daemon.request_handlers[TreeQuery] = answer_tree_query
+    return service
+
+
+def _serving(config: DaemonConfig, service: CoreService[N]) -> Node[N]:
+    """``service``'s daemon, serving the API once it runs."""
+    daemon = service.daemon
     api = ApiServer(service, api_config(config))
     node = Node(daemon, service, api)
 
-    async def serve_api(d: Daemon) -> None:
+    async def serve_api(d: Daemon[N]) -> None:
         config.state_dir.mkdir(parents=True, exist_ok=True)
         info_path = config.state_dir / DAEMON_INFO
         written = False  # another daemon's file (same state_dir) is not ours to remove
@@ -121,7 +139,7 @@ def build_node(config: DaemonConfig) -> Node:
     return node
 
 
-def write_info(path: Path, node: Node) -> None:
+def write_info(path: Path, node: Node[ChordNode] | Node[GossipNode]) -> None:
     daemon, config = node.daemon, node.daemon.config
     tcp = node.api.tcp_address
     info = {"pid": os.getpid(), "node": node.service.node_hex, "address": daemon.address,

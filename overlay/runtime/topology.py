@@ -67,18 +67,18 @@ async def walk_ring(transport: Transport, start: str, timeout: float = 3.0) -> R
     walk.states.append(first)
     state = first
     while len(walk.states) < MAX_RING:
-        nxt = None
+        nxt: RingState | None = None
         for succ in state.successors:
             if succ.addr == first.node.addr:
                 walk.closed = True
                 return walk
             if succ.addr in seen:
                 return walk  # a loop that skips the start: the ring is not consistent
-            nxt = await _ask(transport, succ.addr, StateQuery(), timeout)
-            if isinstance(nxt, RingState):
+            answer = await _ask(transport, succ.addr, StateQuery(), timeout)
+            if isinstance(answer, RingState):
+                nxt = answer
                 break
             walk.silent.append(succ.addr)
-            nxt = None
         if nxt is None:
             return walk
         seen.add(nxt.node.addr)

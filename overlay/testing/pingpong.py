@@ -75,7 +75,7 @@ class PingPongCore(CoreBase):
 
     def on_timer(self, now: float) -> None:
         for name in self.timers.pop_due(now):
-            _, seq = name  # type: ignore[misc]
+            _, seq = name  # type: ignore[misc]  # timer names here are (kind, seq) pairs
             if seq in self.sent_at:
                 self._send_ping(now, seq)
 

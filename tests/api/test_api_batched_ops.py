@@ -235,7 +235,7 @@ async def test_the_blocking_client_batches_publish_many_and_unpacks_notify_batch
             events = [api_client.publish_event("t", {"n": i}, b"p") for i in range(n)]
             outcomes = client.publish_many(events, reliable=False)
             assert server.stats["requests"] - requests == 3
-            assert [o.seq for o in outcomes] == list(range(1, n + 1))  # type: ignore[union-attr]
+            assert [o.seq for o in outcomes] == list(range(1, n + 1))  # type: ignore[union-attr]  # every outcome is a PublishResult here (asserted above)
             # Large ones: the bytes do (~20 kB each: 3 to a request of 64 KiB).
             big = [api_client.publish_event("t", {"n": n + i}, b"P" * 20000) for i in range(9)]
             outcomes = client.publish_many(big, reliable=False)

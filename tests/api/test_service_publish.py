@@ -31,7 +31,7 @@ async def test_batches_of_publishes_are_published_in_order(
         service.subscribe(Subscribe("t", "n >= 2"), pushes.append)
         requests = [Publish("t", {"n": n}, b"p%d" % n, reliable=False) for n in range(4)]
         # The core refuses attributes that are not text/int/float/bool: that one alone.
-        requests.insert(2, Publish("t", {"n": [1]}, reliable=False))  # type: ignore[dict-item]
+        requests.insert(2, Publish("t", {"n": [1]}, reliable=False))  # type: ignore[dict-item]  # deliberately not an attribute value: the refusal is under test
         published = service.status()["counters"]["published"]
         outcomes = service.publish_unreliable(requests)
         assert [type(o) for o in outcomes] == [PublishResult, PublishResult, ApiError,

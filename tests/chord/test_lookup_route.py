@@ -74,7 +74,7 @@ def test_a_lookup_ends_failed_when_nobody_answers() -> None:
     a = in_ring(A, pred=None, successors=[B], rpc_timeout=1.0, rpc_attempts=1,
                 stabilize_interval=100.0)
     a.lookup(1.0, D.id, tag=7)
-    assert sends(a.drain_effects()) == [(B.addr, FindSuccessor(2, D.id))]  # 1: a stabilize
+    assert sends(a.drain_effects()) == [(B.addr, FindSuccessor(1, D.id))]
     a.on_timer(2.0)  # B is silent and dropped; A knows nobody else now: it owns the key
     (_, data), = notices(a.drain_effects())
     assert data["owner"] == A and data["hops"] == 1

@@ -34,7 +34,7 @@ async def test_payload_arrives_intact(harness: Harness) -> None:
     got: list[bytes] = []
 
     class Recording(PingPongCore):
-        def on_message(self, now, src, msg):  # type: ignore[no-untyped-def]
+        def on_message(self, now, src, msg):
             if hasattr(msg, "payload"):
                 got.append(msg.payload)
             super().on_message(now, src, msg)

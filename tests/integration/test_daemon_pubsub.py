@@ -31,7 +31,7 @@ def ring(tmp_path: Path) -> Iterator[cluster.Inventory]:
 
 
 async def collect(sub: object, into: list[Event], until: trio.Event) -> None:
-    async for event in sub:  # type: ignore[attr-defined]
+    async for event in sub:  # type: ignore[attr-defined]  # the client's subscription is an async iterator
         into.append(event)
         until.set()
 
@@ -43,7 +43,7 @@ async def publish_until_taken(api: str, topic: str, attrs: dict[str, object],
         while True:
             async with connect(api) as client:
                 try:
-                    return (await client.publish(topic, b"x", attrs=attrs,  # type: ignore[arg-type]
+                    return (await client.publish(topic, b"x", attrs=attrs,  # type: ignore[arg-type]  # attrs built from a dict of mixed value types
                                                  msg_id=msg_id)).seq
                 except (NotReady, Timeout):
                     await trio.sleep(0.2)

@@ -94,7 +94,7 @@ async def publish_all(client: AsyncClient, topic: str, payloads: list[bytes],
 
 async def receive(sub: object, count: int, into: list[Event], deadline: float) -> None:
     with trio.fail_after(deadline):
-        async for event in sub:  # type: ignore[attr-defined]
+        async for event in sub:  # type: ignore[attr-defined]  # the client's subscription is an async iterator
             into.append(event)
             if len(into) == count:
                 return
@@ -105,7 +105,7 @@ def check_stream(events: list[Event], payloads: list[bytes]) -> None:
     seqs = [e.seq for e in events]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)  # once each, in seq order
     assert sorted(len(e.payload) for e in events) == sorted(len(p) for p in payloads)
-    assert all(e.payload == payloads[e.attrs["i"]] for e in events)  # type: ignore[index]
+    assert all(e.payload == payloads[e.attrs["i"]] for e in events)  # type: ignore[index]  # the test publishes every event with an int attribute i
 
 
 async def test_bursts_of_large_events_reach_subscribers_on_other_nodes(
@@ -182,9 +182,9 @@ async def test_filters_at_each_limit_match_events_published_elsewhere(
         async with trio.open_nursery() as nursery:
             for name, sub in handles.items():
                 nursery.start_soon(receive, sub, 1, got[name], 30.0)
-            await pub.publish(topic, b"miss", attrs={"a": -1, "s": "x"})  # type: ignore[arg-type]
+            await pub.publish(topic, b"miss", attrs={"a": -1, "s": "x"})  # type: ignore[arg-type]  # attrs built from a dict of mixed value types
             for name, attrs in events.items():
-                await pub.publish(topic, name.encode(), attrs=attrs)  # type: ignore[arg-type]
+                await pub.publish(topic, name.encode(), attrs=attrs)  # type: ignore[arg-type]  # attrs built from a dict of mixed value types
     for name, received in got.items():
         assert [e.payload for e in received] == [name.encode()]
     async with connect(n[1].api) as c:

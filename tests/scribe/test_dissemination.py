@@ -13,7 +13,7 @@ from scribe.subscriptions import Subscription, TopicSubscriptions
 from tests.scribe.helpers import MID, TOPIC, attach, body, join, make, ref
 
 
-def root_with_children(config: ScribeConfig | None = None):  # type: ignore[no-untyped-def]
+def root_with_children(config: ScribeConfig | None = None):
     """Root 200 with a local subscription (x > 5) and children 101 (y = 1), 102 (x < 3)."""
     app, host = make(200, root=True, config=config)
     app.subscribe(0.0, TOPIC, "x > 5", 1)
@@ -72,7 +72,7 @@ def test_a_generated_msg_id_is_hex_from_the_hosts_rng() -> None:
 def test_bad_publishes_are_refused() -> None:
     app, _ = make(100)
     with pytest.raises(ValueError):
-        app.publish(0.0, TOPIC, {"x": [1]})  # type: ignore[dict-item]
+        app.publish(0.0, TOPIC, {"x": [1]})  # type: ignore[dict-item]  # deliberately not an attribute value: the refusal is under test
     with pytest.raises(ValueError):
         app.publish(0.0, TOPIC, {}, msg_id="not hex")
 
@@ -119,7 +119,7 @@ def test_a_cached_root_that_lost_the_key_routes_the_event_on() -> None:
     assert host.routed == [(MID, msg)]
 
 
-def member_below(node_id: int = 101):  # type: ignore[no-untyped-def]
+def member_below(node_id: int = 101):
     """Node 101 at depth 2 (root 300, parent 200), subscribed to x > 5, with child 50
     wanting y = 1."""
     app, host = make(node_id)

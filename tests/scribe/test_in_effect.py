@@ -11,7 +11,7 @@ from tests.scribe.helpers import TOPIC, make, ref
 CONFIG = ScribeConfig(heartbeat_interval=1.0, parent_timeout=3.5)
 
 
-def subscribed(host) -> list[int]:  # type: ignore[no-untyped-def]
+def subscribed(host) -> list[int]:
     return [data["sub"] for kind, data in host.notices if kind == "subscribed"]
 
 

@@ -28,14 +28,14 @@ def ev(seq: int, prev: int | None, x: int = 9, sender: int = 200, hop: int = 2) 
                  ref(sender), True, (), prev)
 
 
-def caught_up(app, at: int, parent: int, now: float = 0.2) -> None:  # type: ignore[no-untyped-def]
+def caught_up(app, at: int, parent: int, now: float = 0.2) -> None:
     """The answers to the catch-up after a join, from the root and the new parent:
     nothing missed up to ``at``."""
     app.on_direct(now, "n300", Fill(TOPIC, ref(300), at, at, (), routed=True))
     app.on_direct(now, f"n{parent}", Fill(TOPIC, ref(parent), at, at, ()))
 
 
-def member(through: int | None = 3):  # type: ignore[no-untyped-def]
+def member(through: int | None = 3):
     """Node 101, subscribed to everything, child of 200 (path 300, 200), at ``through``."""
     app, host = make(101, config=CONFIG)
     app.subscribe(0.0, TOPIC, "", 1)
@@ -46,7 +46,7 @@ def member(through: int | None = 3):  # type: ignore[no-untyped-def]
     return app, host
 
 
-def delivered_seqs(host) -> list[int]:  # type: ignore[no-untyped-def]
+def delivered_seqs(host) -> list[int]:
     return [event.seq for _, event in host.delivered]
 
 
@@ -161,7 +161,7 @@ def test_the_root_answers_a_routed_pull_with_what_the_pullers_digest_wants() -> 
     assert (fill.after, fill.through, [b.seq for b in fill.events]) == (1, 4, [3])
 
 
-def parent_with_child(through: int = 0):  # type: ignore[no-untyped-def]
+def parent_with_child(through: int = 0):
     """Forwarder 200 (child of 300) at ``through``, with child 101 wanting x > 5."""
     app, host = make(200, config=CONFIG)
     app.forward(0.0, MID, join(101, "x > 5"), ref(300))

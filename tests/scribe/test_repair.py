@@ -21,7 +21,7 @@ from tests.scribe.helpers import MID, TOPIC, attach, join, make, ref
 CONFIG = ScribeConfig(heartbeat_interval=1.0, parent_timeout=3.5, missed_heartbeats=2)
 
 
-def run_ticks(app, until: float) -> None:  # type: ignore[no-untyped-def]
+def run_ticks(app, until: float) -> None:
     while (deadline := app.next_deadline()) is not None and deadline <= until:
         app.on_timer(deadline)
 

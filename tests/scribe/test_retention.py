@@ -16,7 +16,7 @@ def body(msg_id: str, seq: int | None = None) -> EventBody:
     return EventBody(TOPIC, msg_id, seq, {"x": 1}, b"p", "01f4", 0.5)
 
 
-def root_with_replicas():  # type: ignore[no-untyped-def]
+def root_with_replicas():
     app, host = make(200, root=True, config=CONFIG)
     host.replicas = [ref(300), ref(400), ref(450)]
     app.deliver(0.0, MID, join(101, ""), 1)  # one child, so events go down the tree

@@ -19,7 +19,7 @@ BASE = ScribeScenario(nodes=200, topics=4, subscribers=50, publishes=200, seed=3
 
 
 def run(tmp_path: Path, **changes: object) -> dict[str, object]:
-    scenario = ScribeScenario(**{**BASE.__dict__, **changes})  # type: ignore[arg-type]
+    scenario = ScribeScenario(**{**BASE.__dict__, **changes})  # type: ignore[arg-type]  # scenario fields from a shared dict of mixed types
     return run_scribe(scenario, OracleRingBuilder(), tmp_path / "traces")
 
 

@@ -27,9 +27,9 @@ def test_no_acknowledged_event_is_lost_repeated_or_reordered(tmp_path: Path, see
 
 def test_unreliable_publishes_skip_acknowledgement_and_copies(tmp_path: Path) -> None:
     common = {"nodes": 60, "topics": 2, "subscribers": 10, "publishes": 60, "seed": 3}
-    reliable = run_scribe(ScribeScenario(**common), ChordRing(bootstrap="join"),  # type: ignore[arg-type]
+    reliable = run_scribe(ScribeScenario(**common), ChordRing(bootstrap="join"),  # type: ignore[arg-type]  # scenario fields from a shared dict of mixed types
                           tmp_path / "reliable")
-    cheap = run_scribe(ScribeScenario(**common, reliable=False),  # type: ignore[arg-type]
+    cheap = run_scribe(ScribeScenario(**common, reliable=False),  # type: ignore[arg-type]  # scenario fields from a shared dict of mixed types
                        ChordRing(bootstrap="join"), tmp_path / "cheap")
     assert reliable["reliability"]["acknowledged"] == 60
     assert cheap["reliability"]["acknowledged"] == 0  # no publish_ack records

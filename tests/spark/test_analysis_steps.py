@@ -53,4 +53,4 @@ def test_a_result_no_step_set_is_an_error_not_a_blank_in_the_summary(
         analysis.run_analysis(spark, str(info.out_dir), tmp_path / "out", report=False)
     assert not (tmp_path / "out" / "summary.json").exists()
     with pytest.raises(AttributeError):
-        analysis._Results().latencies = {}  # type: ignore[attr-defined]
+        analysis._Results().latencies = {}  # type: ignore[attr-defined]  # deliberately setting a slotted field: the refusal is under test

@@ -47,7 +47,7 @@ class FakeTracer:
 def make() -> tuple[CoreDriver, FakeCore, FakeTracer, list[Any]]:
     core, tracer, seen = FakeCore(), FakeTracer(), []
     clock = itertools.count(100)
-    driver = CoreDriver(core, FakeTransport(), tracer,  # type: ignore[arg-type]
+    driver = CoreDriver(core, FakeTransport(), tracer,  # type: ignore[arg-type]  # fakes with just what the driver uses
                         on_deliver=lambda e: seen.append(("deliver", e.sub)),
                         on_notice=lambda n: seen.append(("notice", n.kind)),
                         wallclock=lambda: float(next(clock)))

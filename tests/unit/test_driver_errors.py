@@ -52,11 +52,11 @@ async def test_a_raising_step_is_counted_logged_and_the_next_input_is_served(
         caplog: pytest.LogCaptureFixture) -> None:
     core = ExplodingCore()
     notices: list[str] = []
-    driver = CoreDriver(core, FakeTransport(), None,  # type: ignore[arg-type]
+    driver = CoreDriver(core, FakeTransport(), None,  # type: ignore[arg-type]  # fakes with just what the driver uses
                         on_notice=lambda n: notices.append(n.data["src"]))
     send, receive = trio.open_memory_channel[Any](8)
     for src, boom in (("a", False), ("b", True), ("c", False)):
-        send.send_nowait(Inbound(src, Msg(boom), None))  # type: ignore[arg-type]
+        send.send_nowait(Inbound(src, Msg(boom), None))  # type: ignore[arg-type]  # fakes with just what the driver uses
     caplog.set_level(logging.ERROR, "overlay.driver")
     async with trio.open_nursery() as nursery:
         nursery.start_soon(driver.run, receive)
@@ -73,7 +73,7 @@ async def test_a_raising_step_is_counted_logged_and_the_next_input_is_served(
 
 async def test_a_call_that_raises_a_bug_is_counted_and_refusals_are_not() -> None:
     core = ExplodingCore()
-    driver = CoreDriver(core, FakeTransport(), None)  # type: ignore[arg-type]
+    driver = CoreDriver(core, FakeTransport(), None)  # type: ignore[arg-type]  # fakes with just what the driver uses
 
     def refuse(core: Any, now: float) -> None:
         raise ValueError("bad topic")

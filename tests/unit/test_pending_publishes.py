@@ -24,7 +24,7 @@ class FakeCore:
         self.service: CoreService | None = None
 
     def publish(self, now: float, topic: str, attrs: Any, payload: bytes, msg_id: str,
-                ts: float) -> str:
+                ts: float, reliable: bool = True) -> str:
         if topic == "bad":
             raise ValueError("bad topic")
         self.published.append((topic, msg_id))
@@ -63,7 +63,7 @@ class Service(CoreService):
 
 def make(timeout: float = 10.0) -> tuple[Service, FakeCore]:
     core = FakeCore()
-    service = Service(FakeDaemon(core), publish_timeout=timeout)  # type: ignore[arg-type]
+    service = Service(FakeDaemon(core), publish_timeout=timeout)  # type: ignore[arg-type]  # a fake daemon: the service uses only what it has
     core.service = service
     return service, core
 

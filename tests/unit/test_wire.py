@@ -271,11 +271,11 @@ def test_records_take_positional_keyword_and_default_fields_and_run_their_check(
     with pytest.raises(ValueError, match="low above high"):
         Checked(11)
     with pytest.raises(TypeError):
-        Checked()  # type: ignore[call-arg]
+        Checked()  # type: ignore[call-arg]  # deliberately wrong: the refusal is under test
     with pytest.raises(TypeError):
-        Checked(1, 2, 3)  # type: ignore[call-arg]
+        Checked(1, 2, 3)  # type: ignore[call-arg]  # deliberately wrong: the refusal is under test
     with pytest.raises(dataclasses.FrozenInstanceError):
-        Checked(1).low = 2  # type: ignore[misc]
+        Checked(1).low = 2  # type: ignore[misc]  # deliberately assigning a frozen field: the refusal is under test
     assert SAMPLE.path[1] == Ref(2, "b:2") and SAMPLE.note is None
 
 
@@ -365,17 +365,17 @@ def test_trusted_builds_a_record_without_its_check() -> None:
     built = Checked.trusted(11, 10)  # the check would refuse low above high
     assert (built.low, built.high) == (11, 10) and built == Checked.trusted(11, 10)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        built.low = 1  # type: ignore[misc]
+        built.low = 1  # type: ignore[misc]  # deliberately assigning a frozen field: the refusal is under test
     assert Checked.trusted(1) == Checked(1)  # defaults as for the class itself
 
 
 @pytest.mark.parametrize(
     ("build", "field"),
     [
-        (lambda: FindSuccessor("not-an-int", 5), "FindSuccessor.rid"),  # type: ignore[arg-type]
-        (lambda: FindSuccessor(1, 5, avoid=("a", 7)), "FindSuccessor.avoid"),  # type: ignore[arg-type]
-        (lambda: FindSuccessor(1, 5, owner_check=1), "FindSuccessor.owner_check"),  # type: ignore[arg-type]
-        (lambda: Notify("a:1"), "Notify.node"),  # type: ignore[arg-type]
+        (lambda: FindSuccessor("not-an-int", 5), "FindSuccessor.rid"),  # type: ignore[arg-type]  # deliberately mistyped: the encoder's check is under test
+        (lambda: FindSuccessor(1, 5, avoid=("a", 7)), "FindSuccessor.avoid"),  # type: ignore[arg-type]  # deliberately mistyped: the encoder's check is under test
+        (lambda: FindSuccessor(1, 5, owner_check=1), "FindSuccessor.owner_check"),  # type: ignore[arg-type]  # deliberately mistyped: the encoder's check is under test
+        (lambda: Notify("a:1"), "Notify.node"),  # type: ignore[arg-type]  # deliberately mistyped: the encoder's check is under test
     ],
 )
 def test_encoding_a_mistyped_message_is_local_misuse(build: Any, field: str) -> None:

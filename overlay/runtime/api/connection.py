@@ -76,7 +76,7 @@ class _ReplySlot:
     #: A subscribe reply's subscription, whose pushes wait behind the reply (in
     #: ``trailing``, a list for such a slot only: most slots are publishes' replies).
     sub: int | None = None
-    trailing: list[bytes] | None = None
+    trailing: list[bytes | _NotifyBody] | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -128,7 +128,7 @@ def notify_frames(items: Iterable[bytes | _NotifyBody], max_frame: int) -> list[
         run.clear()
 
     for item in items:
-        if type(item) is _NotifyBody:
+        if isinstance(item, _NotifyBody):
             run.append(item.data)
         else:
             end_run()
@@ -161,7 +161,7 @@ class ApiConnection:
         self._encode = MapEncoder()
         #: The client asked at hello for notifies batched into ``notify_batch`` pushes.
         self.batch_notify = False
-        self._pushes: deque[bytes] = deque()
+        self._pushes: deque[bytes | _NotifyBody] = deque()
         self._replies: deque[_ReplySlot] = deque()
         self._queued_bytes = 0
         self._wake = trio.Event()
@@ -381,10 +381,10 @@ class ApiConnection:
         reply = _BatchReply(slot, rid, [None] * count, count)
         gathered = self._gathered
         for index, event in enumerate(batch.events):
-            if type(event) is Publish:
+            if isinstance(event, Publish):
                 gathered.append((reply, index, event))
             else:
-                self._fill_publish(reply, index, event)  # type: ignore[arg-type]
+                self._fill_publish(reply, index, event)
         return None
 
     def _room_for(self, count: int) -> bool:
@@ -394,16 +394,16 @@ class ApiConnection:
 
     async def _publish_when_room(self, rid: int, request: Publish | PublishBatch) -> None:
         """Bounded in-flight publishes: past the bound we stop reading this client."""
-        count = 1 if type(request) is Publish else len(request.events)  # type: ignore[union-attr]
+        count = 1 if isinstance(request, Publish) else len(request.events)
         while not self._room_for(count):
             if self._room is None:
                 self._room = trio.Event()
             await self._room.wait()
         with self.service.batch():
-            if type(request) is Publish:
+            if isinstance(request, Publish):
                 self._gather_publish(rid, request)
             else:
-                self._gather_batch(rid, request)  # type: ignore[arg-type]
+                self._gather_batch(rid, request)
             self._publish_gathered()
 
     def _publish_gathered(self) -> None:
@@ -487,18 +487,18 @@ class ApiConnection:
                       outcome: PublishResult | ApiError) -> None:
         """:meth:`_fill` for a publish's outcome (one per event: its map made at once); for
         an event of a batch, ``rid`` is its index there."""
-        if type(slot) is _BatchReply:
+        if isinstance(slot, _BatchReply):
             slot.results[rid] = ({"msg_id": outcome.msg_id, "seq": outcome.seq}
-                                 if type(outcome) is PublishResult
-                                 else {"error": _batch_error(outcome)})  # type: ignore[arg-type]
+                                 if isinstance(outcome, PublishResult)
+                                 else {"error": _batch_error(outcome)})
             slot.waiting -= 1
             if not slot.waiting:
                 self._store(slot.slot, {"rid": slot.rid, "ok": True, "results": slot.results})
-        elif type(outcome) is PublishResult:
+        elif isinstance(outcome, PublishResult):
             self._store(slot, {"rid": rid, "ok": True, "msg_id": outcome.msg_id,
                                "seq": outcome.seq})
         else:
-            self._fill(slot, rid, outcome)  # type: ignore[arg-type]
+            self._fill(slot, rid, outcome)
 
     def _store(self, slot: _ReplySlot, reply: dict[str, Any]) -> None:
         """Encode ``reply`` into its slot and wake the writer."""
@@ -521,7 +521,7 @@ class ApiConnection:
             slot.trailing.append(data)
         else:
             self._pushes.append(data)
-        self._queued(len(data) if type(data) is bytes else len(data.data))
+        self._queued(len(data.data) if isinstance(data, _NotifyBody) else len(data))
 
     def _queued(self, size: int) -> None:
         """``size`` more bytes wait for the writer: wake it (once per wait: the frames of
@@ -540,7 +540,7 @@ class ApiConnection:
     def _frames(self, pushes: Iterable[bytes | _NotifyBody]) -> list[bytes]:
         if self.batch_notify:
             return notify_frames(pushes, self.config.max_frame)
-        return list(pushes)  # type: ignore[arg-type]
+        return list(pushes)  # type: ignore[arg-type]  # without batch_notify _push framed each
 
     async def _write_loop(self, scope: trio.CancelScope) -> None:
         try:
@@ -548,11 +548,11 @@ class ApiConnection:
                 chunks = self._frames(self._pushes)
                 self._pushes.clear()
                 replies = self._replies
-                while replies and replies[0].data is not None:
+                while replies and (reply := replies[0].data) is not None:
                     slot = replies.popleft()
-                    chunks.append(slot.data)  # type: ignore[arg-type]
+                    chunks.append(reply)
                     if slot.trailing is not None:
-                        self._unreplied.pop(slot.sub, None)  # type: ignore[arg-type]
+                        self._unreplied.pop(slot.sub, None)  # type: ignore[arg-type]  # a slot with trailing pushes is a subscribe's: sub is set
                         chunks.extend(self._frames(slot.trailing))
                 if chunks:
                     data = b"".join(chunks)

@@ -13,13 +13,13 @@ from typing import Any
 from overlay.core.errors import LocalProtocolError
 from overlay.core.limits import SizeLimits, TooLargeError
 from overlay.core.pubsub import (
-    MAX_TOPIC_CHARS,
     AttrValue,
     check_attrs,
     check_expiry,
     check_group,
     check_msg_id,
     check_topic,
+    is_topic,
 )
 
 API_VERSION = 1
@@ -156,7 +156,7 @@ def _kind_names(kinds: type | tuple[type, ...]) -> str:
 
 
 def _uint(req: Mapping[str, Any], name: str, required: bool = True) -> int | None:
-    value = _get(req, name, int, required)
+    value: int | None = _get(req, name, int, required)
     if value is not None and value < 0:
         raise _bad(f"field {name!r} must be >= 0")
     return value
@@ -212,11 +212,11 @@ def _publish(req: Mapping[str, Any], sizes: SizeLimits) -> Publish:
     topic = req.get("topic")
     payload = req.get("payload", b"")
     reliable = req.get("reliable", True)
-    if (type(topic) is str and 0 < len(topic) <= MAX_TOPIC_CHARS and type(payload) is bytes
-            and type(reliable) is bool):
-        # The common request, its fields of exactly their kinds, checked here: one
-        # publish comes per event, and a call per field cost more than its check. The
-        # attrs and msg_id are looked at only when there are some.
+    if is_topic(topic) and type(payload) is bytes and type(reliable) is bool:
+        # The common request, its fields of exactly their kinds, checked at once (the
+        # topic by the one rule for topics): one publish comes per event, and the
+        # slow path's call per field cost more than its check. The attrs and msg_id are
+        # looked at only when there are some.
         attrs = req.get("attrs")
         request = Publish(topic, {} if type(attrs) is dict and not attrs else _attrs(req),
                           payload, reliable, _msg_id(req) if "msg_id" in req else None)
@@ -285,12 +285,19 @@ def _subscribe(req: Mapping[str, Any], sizes: SizeLimits) -> Subscribe:
                      expiry=_expiry(req, False), replay=_replay(req), group=group)
 
 
+def _sub(req: Mapping[str, Any]) -> int:
+    """The required ``sub`` handle."""
+    sub = _uint(req, "sub")
+    assert sub is not None  # required: _get raised when it was missing
+    return sub
+
+
 def _renew(req: Mapping[str, Any], sizes: SizeLimits) -> Renew:
-    return Renew(sub=_uint(req, "sub"), expiry=_expiry(req, True))  # type: ignore[arg-type]
+    return Renew(sub=_sub(req), expiry=_expiry(req, True))  # type: ignore[arg-type]  # required: never None
 
 
 def _unsubscribe(req: Mapping[str, Any], sizes: SizeLimits) -> Unsubscribe:
-    return Unsubscribe(sub=_uint(req, "sub"))  # type: ignore[arg-type]
+    return Unsubscribe(sub=_sub(req))
 
 
 def _status(req: Mapping[str, Any], sizes: SizeLimits) -> Status:

@@ -59,8 +59,10 @@ Done = Callable[[PublishResult | ApiError], None]
 
 
 class PubSubService(Protocol):
-    node_hex: str
     mode: str
+
+    @property
+    def node_hex(self) -> str: ...
 
     @property
     def ready(self) -> bool:

@@ -106,13 +106,13 @@ class GossipScenario:
         if name == "blind-counter":
             return BlindCounterConfig(fanout=fanout or 2, forward_limit=self.forward_limit)
         if name == "anti-entropy":
-            return AntiEntropyConfig(mode=self.anti_entropy,  # type: ignore[arg-type]
+            return AntiEntropyConfig(mode=self.anti_entropy,  # type: ignore[arg-type]  # the scenario's fields are checked by its __post_init__
                                      fanout=fanout or 1)
         return PbcastConfig(fanout=3 if fanout is None else (fanout or None), ttl=ttl or 8)
 
     def gossip_config(self) -> GossipConfig:
         return GossipConfig(
-            strategy=self.strategy_config(), view=self.view,  # type: ignore[arg-type]
+            strategy=self.strategy_config(), view=self.view,  # type: ignore[arg-type]  # the scenario's fields are checked by its __post_init__
             hyparview=HyParViewConfig(active_size=self.active_size,
                                       passive_size=max(30, 6 * self.active_size)),
             selective=SelectiveConfig(radius=self.radius) if self.selective else None,
