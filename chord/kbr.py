@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from overlay.core.ids import DEFAULT_ID_BITS as MAX_ID_BITS
 from overlay.core.messages import Message, Record, record
+from overlay.core.storage import StorageOp
 
 #: Longest advertised address accepted (a host name of 253 characters and a port).
 MAX_ADDRESS_LENGTH = 260
@@ -97,6 +98,11 @@ class KbrHost(Protocol):
         """Emit a ``Notice`` effect for the local application layer (API server)."""
         ...
 
+    def persist(self, op: StorageOp) -> None:
+        """Emit a ``Persist`` effect: apply ``op`` to this node's store (its number is
+        the count of persists so far; ``on_synced`` reports how far they are durable)."""
+        ...
+
 
 class KbrApplication(Protocol):
     """Up-calls an application plugged into the Chord core implements."""
@@ -126,3 +132,7 @@ class KbrApplication(Protocol):
     def on_timer(self, now: float) -> None: ...
 
     def next_deadline(self) -> float | None: ...
+
+    def on_synced(self, now: float, through: int) -> None:
+        """The first ``through`` of this node's persists are on stable storage."""
+        ...

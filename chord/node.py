@@ -240,6 +240,11 @@ class ChordNode(CoreBase):
                 app.on_timer(now)
         self._settle(now)
 
+    def on_synced(self, now: float, through: int) -> None:
+        if self.app is not None:
+            self.app.on_synced(now, through)
+        self._settle(now)
+
     def next_deadline(self) -> float | None:
         if self.left:
             return None

@@ -250,6 +250,30 @@ def kill(inventory: Inventory, names: list[str] | None = None, random_count: int
     return victims
 
 
+def restart(inventory: Inventory, names: list[str], extra_config: str = "",
+            timeout: float = 30.0) -> list[NodeEntry]:
+    """Start the named (stopped or killed) nodes again, each with its state directory
+    and its address (so its id, and its topic logs, are its own again), seeded with the
+    addresses of the nodes running; the inventory is updated with their new pids.
+
+    With no node running (a whole-overlay restart) the first one named starts a ring
+    alone, as ``up`` does: a Chord node joins only through a member, and nodes that are
+    all waiting for a seed to join would wait for each other."""
+    directory = Path(inventory.directory)
+    restarted = []
+    for name in names:
+        old = inventory.find(name)
+        if pid_alive(old.pid):
+            raise ClusterError(f"{name} is still running")
+        seeds = [n.address for n in inventory.nodes if n.name != name and pid_alive(n.pid)]
+        entry = start_daemon(name, directory, seeds, inventory.mode, extra_config, timeout,
+                             bind=old.address)
+        inventory.nodes[inventory.nodes.index(old)] = entry
+        restarted.append(entry)
+    inventory.save()
+    return restarted
+
+
 def _reap(pid: int) -> None:
     # Daemons started by this process are its children: collect their exit status.
     with contextlib.suppress(ChildProcessError):

@@ -34,6 +34,7 @@ from overlay.core.pubsub import (
 )
 from scribe.config import ScribeConfig
 from scribe.dissemination import Dissemination
+from scribe.durability import RestoredLog
 from scribe.membership import Membership
 from scribe.messages import (
     AnycastBack,
@@ -210,6 +211,10 @@ class ScribeApp:
                         "depth": tree.depth, "children": len(tree.children)}
                 for topic, tree in sorted(s.trees.items())}
 
+    def logs(self) -> dict[str, dict[str, Any]]:
+        """The topic logs this node retains (API ``status``'s ``logs``)."""
+        return self.publishing.retention.logs()
+
     def tree_info(self, topic: str) -> TreeInfo:
         """This node's place in ``topic``'s tree (answer to a :class:`TreeQuery`)."""
         s = self.state
@@ -307,6 +312,23 @@ class ScribeApp:
 
     def next_deadline(self) -> float | None:
         return self.state.timers.next_deadline()
+
+    # -- storage ---------------------------------------------------------------------------------
+
+    def on_synced(self, now: float, through: int) -> None:
+        """The node's store synced its first ``through`` persists (scribe.durability)."""
+        self.publishing.retention.on_synced(now, through)
+
+    def restore(self, now: float, logs: list[RestoredLog], load_ms: float = 0.0) -> None:
+        """Before joining: the topic logs the node's store kept from its last run
+        (``load_ms`` to read them). They are held as replica copies; a ``recover`` trace
+        record per topic says what came back."""
+        self.publishing.retention.restore(now, logs)
+        for log in logs:
+            self.state.trace("recover", topic=log.topic, events=len(log.events),
+                             bytes=log.payload_bytes, first=log.events[0].seq
+                             if log.events else None, last=log.counter,
+                             ms=round(load_ms, 3))
 
     # -- expiry ----------------------------------------------------------------------------------
 

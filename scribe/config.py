@@ -48,6 +48,10 @@ class ScribeConfig:
     #: while the pulls sent before it are answered; trimmed at once, its head would be
     #: declared gone to members whose copies of it were still on their way.
     retain_min_age: float = 3.0
+    #: Retained events go to the node's store too (``Persist`` effects), and a reliable
+    #: publish is acknowledged only once the root and its replicas have synced it
+    #: (scribe.durability). False: retention lives in memory only.
+    durable: bool = False
     #: A reliable publish without an acknowledgement in this time is sent again, same
     #: msg_id (the root numbers it once).
     publish_retry: float = 2.0

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from chord.kbr import NodeRef
 from overlay.core.pubsub import AttrValue
 from scribe.dissemination import Dissemination
+from scribe.durability import Durability
 from scribe.membership import Membership
 from scribe.messages import EventBody, Publish, PublishAck
 from scribe.retention import Retention
@@ -31,7 +32,8 @@ class Publishing:
         self.s = state
         self.membership = membership
         self.dissemination = dissemination
-        self.retention = Retention(state, self._acknowledged, dissemination.from_root)
+        self.retention = Retention(state, self._acknowledged, dissemination.from_root,
+                                   Durability(state.host, state.config.durable))
         #: Topic -> its root as last acknowledged, least recently used first.
         self.roots: OrderedDict[str, NodeRef] = OrderedDict()
         #: Topic -> publishes held at a root that is recovering the topic (by msg_id, in

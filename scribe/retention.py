@@ -28,8 +28,19 @@ import itertools
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from chord.kbr import NodeRef
+from scribe.durability import (
+    AppendEvents,
+    DropLog,
+    Durability,
+    NoteCounter,
+    ReplicaCopy,
+    RestoredLog,
+    RootCopy,
+    TrimLog,
+)
 from scribe.messages import (
     EventBody,
     PublishAck,
@@ -79,10 +90,15 @@ def _contiguous(events: tuple[EventBody, ...]) -> bool:
 
 
 class Retention:
-    def __init__(self, state: ScribeState, local_ack: LocalAck, release: Release) -> None:
+    def __init__(self, state: ScribeState, local_ack: LocalAck, release: Release,
+                 durability: Durability) -> None:
         self.s = state
         self.local_ack = local_ack
         self.release = release
+        #: Persists of the retained events, and what waits for them to be synced.
+        self.durability = durability
+        #: Topic -> the lowest seq its persisted log may hold (what was last trimmed to).
+        self._persisted_from: dict[str, int] = {}
         #: Topic -> numbered events not sent down yet: seq -> (event, ready to go).
         self.unreleased: dict[str, OrderedDict[int, tuple[EventBody, bool]]] = {}
         #: Topic -> the replicas known to hold this root's events.
@@ -96,7 +112,7 @@ class Retention:
 
     def __bool__(self) -> bool:
         """Whether the maintenance tick has work here (time-outs, trimming)."""
-        return bool(self.pending or self.root or self.replica)
+        return bool(self.pending or self.root or self.replica or self._persisted_from)
 
     def log(self, topic: str) -> Retained | None:
         """The events this node retains as ``topic``'s root."""
@@ -138,6 +154,8 @@ class Retention:
         copies = Retained(complete_from=events[0].seq or 1) if events else Retained()
         copies.merge(now, events)
         self.adopt(topic, copies)
+        if events:
+            self.durability.write(AppendEvents(topic, events))
 
     def hand_over(self, topic: str) -> tuple[EventBody, ...]:
         """This node no longer owns ``topic``'s key: what it retained goes with it (and it
@@ -161,24 +179,31 @@ class Retention:
         retained.add(now, body)
         retained.trim(now, s.config)
         assert body.seq is not None
+        written = self.durability.write(AppendEvents(topic, (body,)))
         queue = self.unreleased.get(topic)
         replicas = self._replicas(topic) if reliable else []
-        if not replicas:  # unreliable, or nobody to copy to: the caller releases it
+        # A reliable event waits for the root's own sync too (persisting nodes only).
+        own_copy = reliable and written > self.durability.synced
+        if not replicas and not own_copy:  # the caller releases it now
             if queue:  # behind events that wait for their replicas
                 queue[body.seq] = (body, True)
             return True
         if queue is None:
             queue = self.unreleased[topic] = OrderedDict()
         queue[body.seq] = (body, False)
-        view = self.replica_views.setdefault(topic, ReplicaView())
-        if not view.addrs:  # the first copies: these replicas start from here
-            view.addrs = frozenset(n.addr for n in replicas)
-        view.seq = max(view.seq, body.seq)
-        for replica in replicas:
-            s.send(replica, Replicate(body, s.me))
+        if replicas:
+            view = self.replica_views.setdefault(topic, ReplicaView())
+            if not view.addrs:  # the first copies: these replicas start from here
+                view.addrs = frozenset(n.addr for n in replicas)
+            view.seq = max(view.seq, body.seq)
+            for replica in replicas:
+                s.send(replica, Replicate(body, s.me))
+        waiting = {n.addr for n in replicas}
+        if own_copy:  # the root's own address stands for its own copy
+            waiting.add(s.me.addr)
+            self.durability.after(written, RootCopy(topic, body.msg_id))
         self.pending[(topic, body.msg_id)] = PendingAck(
-            body, [origin], replicas, {n.addr for n in replicas},
-            now + s.config.replica_timeout)
+            body, [origin], replicas, waiting, now + s.config.replica_timeout)
         s.wake(now)
         return False
 
@@ -238,7 +263,12 @@ class Retention:
             if pending.deadline > now:
                 continue
             if pending.tries >= REPLICATE_TRIES:
-                self._answer(now, self.pending.pop(key))
+                # Silent replicas are given up on; the root's own copy never is (its
+                # sync comes, or the publish times out at its origin).
+                pending.waiting &= {s.me.addr}
+                pending.deadline = float("inf")
+                if not pending.waiting:
+                    self._answer(now, self.pending.pop(key))
                 continue
             pending.tries += 1
             pending.deadline = now + s.config.replica_timeout
@@ -252,6 +282,24 @@ class Retention:
                 retained.trim(now, cfg)
                 if not retained.events:
                     del table[topic]
+        if self.durability.enabled:
+            self._persist_trims()
+
+    def _persist_trims(self) -> None:
+        """Tell the store what retention dropped since the last tick."""
+        persisted = self._persisted_from
+        for topic in sorted({*persisted, *self.root, *self.replica}):
+            held = [t[topic] for t in (self.root, self.replica) if topic in t]
+            if not held:
+                del persisted[topic]
+                self.durability.write(DropLog(topic))
+                continue
+            complete_from = min(r.complete_from for r in held)
+            if topic not in persisted:  # logged since the last tick
+                persisted[topic] = complete_from
+            elif complete_from > persisted[topic]:
+                persisted[topic] = complete_from
+                self.durability.write(TrimLog(topic, complete_from))
 
     def answer(self, body: EventBody, origin: NodeRef) -> None:
         """Tell the publisher's node that the root holds ``body`` (number ``body.seq``)."""
@@ -308,6 +356,9 @@ class Retention:
         first = msg.events[0].seq or 1 if msg.events else msg.seq + 1
         self._store(now, table, msg.topic, first, msg.events)
         s.note_seq(msg.topic, msg.seq)
+        if msg.events:
+            self.durability.write(AppendEvents(msg.topic, msg.events))
+        self.durability.write(NoteCounter(msg.topic, msg.seq))
         s.wake(now)
 
     def _store(self, now: float, table: dict[str, Retained], topic: str, first: int,
@@ -331,8 +382,50 @@ class Retention:
         assert body.seq is not None
         self._store(now, self.replica, body.topic, body.seq, (body,))
         s.note_seq(body.topic, body.seq)
-        s.send(msg.root, ReplicateAck(body.topic, body.msg_id, body.seq, s.me))
+        ack = ReplicateAck(body.topic, body.msg_id, body.seq, s.me)
+        written = self.durability.write(AppendEvents(body.topic, (body,)))
+        if not self.durability.after(written, ReplicaCopy(msg.root, ack)):
+            s.send(msg.root, ack)
         s.wake(now)
+
+    # -- storage -------------------------------------------------------------------------------
+
+    def logs(self) -> dict[str, dict[str, Any]]:
+        """Per topic this node retains events of: as its root or a replica, how many,
+        their payload bytes, the first and last seq, and the topic's counter."""
+        found: dict[str, dict[str, Any]] = {}
+        for role, table in (("replica", self.replica), ("root", self.root)):
+            for topic, retained in table.items():
+                bodies = [body for _, body in retained.events.values()]
+                found[topic] = {"role": role, "events": len(bodies),
+                                "bytes": sum(len(b.payload) for b in bodies),
+                                "first_seq": bodies[0].seq if bodies else None,
+                                "last_seq": bodies[-1].seq if bodies else None,
+                                "counter": self.s.seq.get(topic, 0)}
+        return dict(sorted(found.items()))
+
+    def on_synced(self, now: float, through: int) -> None:
+        """Persists up to ``through`` are on disk: confirm the root's own copies, send
+        the replicas' confirmations."""
+        s = self.s
+        for waiter in self.durability.synced_through(through):
+            if isinstance(waiter, RootCopy):
+                self._confirmed(now, waiter.topic, waiter.msg_id, s.me.addr)
+            else:
+                s.send(waiter.root, waiter.ack)
+
+    def restore(self, now: float, logs: list[RestoredLog]) -> None:
+        """Logs a store loaded at start: this node holds them as replica copies (it
+        adopts them when it owns a topic's key again, and numbers on from their counter,
+        never below it)."""
+        s = self.s
+        for log in logs:
+            copies = Retained(complete_from=log.complete_from)
+            copies.merge(now, log.events)
+            if copies.events:
+                self.replica[log.topic] = copies
+            self._persisted_from[log.topic] = log.complete_from
+            s.note_seq(log.topic, max(log.counter, copies.last_seq()))
 
 
 __all__ = ["LocalAck", "PendingAck", "Release", "Retention"]

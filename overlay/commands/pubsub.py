@@ -24,6 +24,7 @@ SUB_EXAMPLES = """examples:
   overlay sub prices --count 10 --timeout 30 --json
   overlay sub jobs --group workers           one of the group gets each event
   overlay sub prices --last 50               replay what the root still retains
+  overlay sub orders --from-start            every retained event from the first (durable logs)
 """
 
 
@@ -52,7 +53,12 @@ def register(subparsers: Any) -> None:
     sub.add_argument("--timeout", type=float, help="exit after S seconds without an event")
     sub.add_argument("--expiry", type=float, help="subscription lifetime in seconds")
     sub.add_argument("--group", help="share events with other members of this group")
-    sub.add_argument("--last", type=int, help="first replay the last N retained events")
+    replay = sub.add_mutually_exclusive_group()
+    replay.add_argument("--last", type=int, help="first replay the last N retained events")
+    replay.add_argument("--from-start", action="store_true",
+                        help="first replay every retained event, from the first")
+    replay.add_argument("--since-seq", type=int, metavar="S",
+                        help="first replay every retained event with seq >= S")
     out = sub.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="one JSON object per event")
     out.add_argument("--raw", action="store_true", help="payload bytes only")
@@ -66,6 +72,16 @@ def register(subparsers: Any) -> None:
     status.add_argument("--json", action="store_true", help="print the raw status as JSON")
     _api_arg(status)
     status.set_defaults(func=run_status)
+
+    topics = subparsers.add_parser(
+        "topics", help="this node's topics: tree role and durable log",
+        description="The topics this node is in or keeps a log of (structured mode): its "
+        "role in the tree, and its log's role (root or replica), events, payload bytes, "
+        "first and last seq, and counter.",
+        epilog="examples:\n  overlay topics\n  overlay topics --json", formatter_class=fmt)
+    topics.add_argument("--json", action="store_true", help="one JSON object per topic")
+    _api_arg(topics)
+    topics.set_defaults(func=run_topics)
 
 
 def _api_arg(parser: argparse.ArgumentParser) -> None:
@@ -128,7 +144,8 @@ def run_sub(args: argparse.Namespace) -> int:
     try:
         with BlockingClient.connect(args.api, timeout=None, client_name="overlay-sub") as client:
             client.subscribe(args.topic, args.filter, expiry=args.expiry, group=args.group,
-                             last=args.last)
+                             last=args.last,
+                             since_seq=1 if args.from_start else args.since_seq)
             client.set_timeout(args.timeout)
             for item in client.events():
                 if not isinstance(item, Event):
@@ -152,12 +169,49 @@ def run_sub(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_status(args: argparse.Namespace) -> int:
+def _status(args: argparse.Namespace, command: str) -> dict[str, Any] | None:
+    """The daemon's status, or None once the failure is reported."""
     try:
-        with BlockingClient.connect(args.api, client_name="overlay-status") as client:
-            status = client.status()
+        with BlockingClient.connect(args.api, client_name=f"overlay-{command}") as client:
+            return client.status()
     except ClientError as exc:
-        print(f"overlay status: {exc}", file=sys.stderr)
+        print(f"overlay {command}: {exc}", file=sys.stderr)
+        return None
+
+
+def run_topics(args: argparse.Namespace) -> int:
+    status = _status(args, "topics")
+    if status is None:
+        return 1
+    trees: dict[str, Any] = status.get("topics") or {}
+    logs: dict[str, Any] = status.get("logs") or {}
+    rows = []
+    for topic in sorted({*trees, *logs}):
+        tree, log = trees.get(topic) or {}, logs.get(topic) or {}
+        rows.append({"topic": topic, "tree": tree.get("role"), "log": log.get("role"),
+                     "events": log.get("events", 0), "bytes": log.get("bytes", 0),
+                     "first_seq": log.get("first_seq"), "last_seq": log.get("last_seq"),
+                     "counter": log.get("counter")})
+    if args.json:
+        for row in rows:
+            print(json.dumps(row, sort_keys=True))
+        return 0
+    columns = ("topic", "tree", "log", "events", "bytes", "first_seq", "last_seq", "counter")
+    table = [columns, *[tuple("-" if r[c] is None else str(r[c]) for c in columns)
+                        for r in rows]]
+    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
+    for line in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
+    storage = status.get("storage")
+    if storage:
+        print(f"storage: {storage['path']} (sync {storage['sync']}), {storage['commits']} "
+              f"commits, {storage['failures']} failed")
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    status = _status(args, "status")
+    if status is None:
         return 1
     if args.json:
         print(json.dumps(status, indent=2, sort_keys=True, default=str))

@@ -12,6 +12,7 @@ from typing import Any
 
 from overlay.core.messages import Message
 from overlay.core.pubsub import DeliveredEvent
+from overlay.core.storage import StorageOp
 
 
 class Effect:
@@ -58,3 +59,12 @@ class Notice(Effect):
 
     kind: str
     data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Persist(Effect):
+    """Apply ``op`` to the node's store, after every ``Persist`` before it; the driver
+    reports, through the core's ``on_synced``, how far they are durable
+    (:mod:`overlay.core.storage`)."""
+
+    op: StorageOp

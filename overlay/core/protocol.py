@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from overlay.core.effects import Deliver, Effect, Notice, Send, Trace
+from overlay.core.effects import Deliver, Effect, Notice, Persist, Send, Trace
 from overlay.core.messages import Message
+from overlay.core.storage import StorageOp
 
 
 @runtime_checkable
@@ -33,6 +34,11 @@ class ProtocolCore(Protocol):
     def next_deadline(self) -> float | None: ...
 
     def drain_effects(self) -> list[Effect]: ...
+
+    def on_synced(self, now: float, through: int) -> None:
+        """Every ``Persist`` effect up to the ``through``-th this core emitted is on
+        stable storage (as the store's sync policy defines it)."""
+        ...
 
 
 class CoreBase:
@@ -57,3 +63,6 @@ class CoreBase:
 
     def notice(self, kind: str, **data: Any) -> None:
         self._effects.append(Notice(kind, data))
+
+    def persist(self, op: StorageOp) -> None:
+        self._effects.append(Persist(op))

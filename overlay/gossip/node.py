@@ -203,6 +203,10 @@ class GossipNode(CoreBase):
 
     # -- driver inputs ---------------------------------------------------------------------------
 
+    def on_synced(self, now: float, through: int) -> None:
+        """Nothing to wait for: the unstructured mode persists nothing (no root retains
+        a topic's events there)."""
+
     def on_message(self, now: float, src: str, msg: Message) -> None:
         self.peers.note_traffic(src)
         handler = self._handlers.get(type(msg))

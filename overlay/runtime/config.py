@@ -18,6 +18,10 @@ Example file::
     [limits]
     max_frame = 1048576
     api_queue_bytes = 67108864
+
+    [storage]
+    enabled = true                 # structured mode: topic logs in <state_dir>/topics.sqlite3
+    sync = "always"                # or "interval:<ms>", "never" (docs/DESIGN.md: what each risks)
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 
 from overlay.core.errors import OverlayError
 from overlay.core.limits import DEFAULT_MAX_FRAME, MIN_MAX_FRAME, SizeLimits
+from overlay.core.storage import SyncPolicy
 
 MODES = ("structured", "unstructured")
 
@@ -68,6 +73,14 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class Storage:
+    """The topic logs (structured mode): on by default, synced at every commit."""
+
+    enabled: bool = True
+    sync: SyncPolicy = field(default_factory=SyncPolicy)
+
+
+@dataclass(frozen=True)
 class DaemonConfig:
     bind: str = "127.0.0.1:7400"
     advertise: str | None = None
@@ -82,6 +95,7 @@ class DaemonConfig:
     peer_delay_ms: float = 0.0
     log_level: str = "info"
     limits: Limits = field(default_factory=Limits)
+    storage: Storage = field(default_factory=Storage)
     #: Protocol settings passed to the cores (e.g. stabilize_interval), by name.
     protocol: dict[str, Any] = field(default_factory=dict)
 
@@ -103,7 +117,7 @@ def _default_state_dir() -> Path:
 
 _TOP_KEYS = {"bind", "advertise", "seeds", "state_dir", "mode", "cluster_key_file",
              "trace_dir", "peer_delay_ms", "log_level"}
-_SECTIONS = {"api", "limits", "protocol"}
+_SECTIONS = {"api", "limits", "protocol", "storage"}
 
 #: Environment variables and the setting each overrides.
 ENVIRONMENT = {
@@ -187,6 +201,22 @@ def _limits(table: Mapping[str, Any], where: str) -> Limits:
     return Limits(**values)
 
 
+def _storage(table: Mapping[str, Any], where: str) -> Storage:
+    storage = Storage()
+    for key, value in table.items():
+        if key == "enabled":
+            storage = dataclasses.replace(storage, enabled=_typed(value, bool, f"{where}.{key}"))
+        elif key == "sync":
+            try:
+                policy = SyncPolicy.parse(value)
+            except ValueError as exc:
+                raise ConfigError(f"{where}.{key}: {exc}") from None
+            storage = dataclasses.replace(storage, sync=policy)
+        else:
+            raise ConfigError(f"{where}.{key}: unknown setting (known: enabled, sync)")
+    return storage
+
+
 def load_file(path: Path) -> dict[str, Any]:
     """Read a TOML config file into checked settings."""
     try:
@@ -217,6 +247,8 @@ def _section(settings: dict[str, Any], name: str, table: dict[str, Any], where: 
         settings["limits"] = _limits(table, where)
     elif name == "protocol":
         settings["protocol"] = dict(table)
+    elif name == "storage":
+        settings["storage"] = _storage(table, where)
     else:
         for key, value in table.items():
             if key == "socket":

@@ -23,12 +23,14 @@ Extending it (the local API server of a later issue, an application core):
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import signal
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import trio
 
@@ -43,9 +45,12 @@ from overlay.core.tracing import NodeTracer
 from overlay.runtime.config import ConfigError, DaemonConfig
 from overlay.runtime.crypto import load_key
 from overlay.runtime.driver import CoreDriver
+from overlay.runtime.logstore import LOG_FILE, LoadReport, LogStore, StorageError, StorageWorker
 from overlay.runtime.transport import Inbound, Transport, TransportConfig, Unreachable
+from scribe.durability import RestoredLog
 
 T = TypeVar("T")
+log = logging.getLogger("overlay.daemon")
 AppFactory = Callable[[ChordNode], KbrApplication]
 RequestHandler = Callable[[str, Message], Message | None]
 
@@ -83,6 +88,16 @@ class CoreKind(Protocol[C]):
         """Seconds a graceful stop may wait for its ``left`` notice."""
         ...
 
+    @property
+    def durable(self) -> bool:
+        """Whether the core persists (then the daemon gives it a store, and restores
+        what the store kept before it starts)."""
+        ...
+
+    def restore(self, core: C, now: float, logs: list[RestoredLog], load_ms: float) -> None:
+        """Hand the core what its store kept from the last run (before ``start``)."""
+        ...
+
 
 @dataclass(frozen=True)
 class ChordKind:
@@ -90,12 +105,15 @@ class ChordKind:
 
     config: ChordConfig = field(default_factory=ChordConfig)
     app_factory: AppFactory | None = None
+    #: The application persists (scribe's durable logs): see :meth:`restore`.
+    durable: bool = False
 
     @staticmethod
-    def of(config: DaemonConfig, app_factory: AppFactory | None = None) -> ChordKind:
+    def of(config: DaemonConfig, app_factory: AppFactory | None = None,
+           durable: bool = False) -> ChordKind:
         """The Chord settings of a daemon config's ``[protocol]`` table (ConfigError)."""
         try:
-            return ChordKind(ChordConfig.from_mapping(config.protocol), app_factory)
+            return ChordKind(ChordConfig.from_mapping(config.protocol), app_factory, durable)
         except ValueError as exc:
             raise ConfigError(f"[protocol]: {exc}") from None
 
@@ -116,6 +134,20 @@ class ChordKind:
         # The core gives up on silent neighbours after its own RPC time-outs.
         return self.config.rpc_timeout * self.config.rpc_attempts + 1.0
 
+    def restore(self, core: ChordNode, now: float, logs: list[RestoredLog],
+                load_ms: float) -> None:
+        app = core.app
+        if not isinstance(app, Restorable):
+            raise TypeError("a durable ChordKind needs an application that restores logs")
+        app.restore(now, logs, load_ms)
+
+
+@runtime_checkable
+class Restorable(Protocol):
+    """An application with durable state (ScribeApp)."""
+
+    def restore(self, now: float, logs: list[RestoredLog], load_ms: float) -> None: ...
+
 
 class Daemon(Generic[C]):
     def __init__(self, config: DaemonConfig, kind: CoreKind[C],
@@ -132,6 +164,8 @@ class Daemon(Generic[C]):
         self.node: C | None = None
         self.driver: CoreDriver[C] | None = None
         self.tracer: NodeTracer | None = None
+        #: The topic logs, while the daemon runs a durable kind.
+        self.storage: StorageWorker | None = None
         self.address: str | None = None
         self._stop_requested = trio.Event()
         self._left = trio.Event()
@@ -151,24 +185,72 @@ class Daemon(Generic[C]):
                 node = self.node = self.kind.build(self.address, self.rng)
                 if self.config.trace_dir is not None:
                     self.tracer = NodeTracer(self.config.trace_dir, node.node_hex)
+                kind = self.kind
+                report: LoadReport | None = None
+                if kind.durable:
+                    store, report = await self._open_store(node.node_hex)
+                    self.storage = StorageWorker(store)
                 self.driver = CoreDriver(node, transport, self.tracer,
                                          on_deliver=self._on_deliver,
                                          on_notice=self._on_notice,
-                                         on_request=self._on_request)
+                                         on_request=self._on_request,
+                                         storage=None if self.storage is None
+                                         else self.storage.submit)
                 nursery.start_soon(self.driver.run, receive_channel)
                 nursery.start_soon(self._flush_traces)
+                if self.storage is not None:
+                    nursery.start_soon(self.storage.run, self._synced)
                 for service in self.services:
                     nursery.start_soon(service, self)
-                kind = self.kind
+                if report is not None:
+                    logs, load_ms = report.logs, report.ms
+                    self.call(lambda core, now: kind.restore(core, now, logs, load_ms))
+                    for topic, problem in report.dropped:
+                        self.driver.trace("storage_dropped", topic=topic, reason=problem)
                 self.call(lambda core, now: kind.start(core, now, self.config.seeds))
                 task_status.started(self.address)
                 await self._stop_requested.wait()
                 await self._leave()
                 nursery.cancel_scope.cancel()
         finally:
+            if self.storage is not None:
+                self.storage.store.close()
             if self.tracer is not None:
                 self.tracer.close()
             self.stopped.set()
+
+    async def _open_store(self, node_hex: str) -> tuple[LogStore, LoadReport]:
+        """Open and load the topic logs; a file that cannot be served (damaged, another
+        node's) is moved aside, said so in the log and a trace record, and the node starts
+        with an empty one: its topics come back from their replicas."""
+        path = self.config.state_dir / LOG_FILE
+        policy = self.config.storage.sync
+
+        def open_and_load() -> tuple[LogStore, LoadReport]:
+            store = LogStore(path, node_hex, policy)
+            try:
+                return store, store.load()
+            except StorageError:
+                store.close()
+                raise
+
+        try:
+            return await trio.to_thread.run_sync(open_and_load)
+        except StorageError as exc:
+            aside = path.with_name(f"{path.name}.refused-{int(time.time())}")
+            log.error("storage: %s; moved to %s, starting with empty logs", exc, aside)
+            for suffix in ("", "-wal", "-shm"):
+                source = path.with_name(path.name + suffix)
+                if source.exists():
+                    source.replace(aside.with_name(aside.name + suffix))
+            if self.tracer is not None:
+                self.tracer.write(time.time(), "storage_dropped",
+                                  {"topic": None, "reason": str(exc)})
+            store = await trio.to_thread.run_sync(LogStore, path, node_hex, policy)
+            return store, LoadReport()
+
+    def _synced(self, through: int) -> None:
+        self.call(lambda core, now: core.on_synced(now, through))
 
     def stop(self) -> None:
         """Leave gracefully and return from :meth:`run` (safe to call more than once)."""

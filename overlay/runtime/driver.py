@@ -18,10 +18,11 @@ from typing import Any, Generic, TypeVar
 
 import trio
 
-from overlay.core.effects import Deliver, Effect, Notice, Send, Trace
+from overlay.core.effects import Deliver, Effect, Notice, Persist, Send, Trace
 from overlay.core.errors import LocalProtocolError, OverlayError
 from overlay.core.messages import Message
 from overlay.core.protocol import ProtocolCore
+from overlay.core.storage import StorageOp
 from overlay.core.tracing import NodeTracer
 from overlay.runtime.transport import Inbound, Transport, Unreachable
 
@@ -42,8 +43,12 @@ class CoreDriver(Generic[C]):
         on_notice: Callable[[Notice], None] | None = None,
         on_request: RequestHandler | None = None,
         wallclock: Callable[[], float] = time.time,
+        storage: Callable[[StorageOp], None] | None = None,
     ) -> None:
         self.core = core
+        #: Where ``Persist`` effects go (a StorageWorker's submit), in order; a core that
+        #: persists runs only with one.
+        self.storage = storage
         self.transport = transport
         self.tracer = tracer
         self.on_deliver = on_deliver
@@ -191,8 +196,13 @@ class CoreDriver(Generic[C]):
                     elif isinstance(effect, Deliver):
                         if self.on_deliver is not None:
                             self.on_deliver(effect)
-                    elif isinstance(effect, Notice) and self.on_notice is not None:
-                        self.on_notice(effect)
+                    elif isinstance(effect, Notice):
+                        if self.on_notice is not None:
+                            self.on_notice(effect)
+                    elif isinstance(effect, Persist):
+                        if self.storage is None:
+                            raise RuntimeError("a core persisted with no store to persist to")
+                        self.storage(effect.op)
                 except LocalProtocolError:
                     log.exception("core asked to send an unsendable message")
                 except Exception:

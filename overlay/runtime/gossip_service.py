@@ -17,6 +17,7 @@ from overlay.gossip.config import GossipConfig, config_from_settings
 from overlay.gossip.node import GossipNode
 from overlay.runtime.config import ConfigError
 from overlay.runtime.core_service import CoreService
+from scribe.durability import RestoredLog
 
 
 def gossip_config(protocol: Mapping[str, Any]) -> GossipConfig:
@@ -44,6 +45,13 @@ class GossipKind:
 
     def leave_timeout(self) -> float:
         return 0.0  # no ``left`` notice is awaited (stop returns False)
+
+    #: Nothing is persisted in unstructured mode: no root retains a topic's events.
+    durable = False
+
+    def restore(self, core: GossipNode, now: float, logs: list[RestoredLog],
+                load_ms: float) -> None:
+        raise TypeError("the unstructured mode keeps no logs to restore")
 
 
 class GossipService(CoreService[GossipNode]):

@@ -37,7 +37,16 @@ class ScribeService(CoreService[ChordNode]):
             "predecessor": None if state.predecessor is None else ref(state.predecessor),
             "successors": [ref(s) for s in state.successors],
             "topics": self.core_of(node).status(),
+            "logs": self.core_of(node).logs(),
+            "storage": self._storage(),
         }
+
+    def _storage(self) -> dict[str, Any] | None:
+        storage = self.daemon.storage
+        if storage is None:
+            return None
+        return {"path": str(storage.store.path), "sync": str(storage.store.policy),
+                **storage.stats()}
 
 
 __all__ = ["ScribeService"]

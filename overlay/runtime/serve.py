@@ -100,9 +100,11 @@ def build_node(config: DaemonConfig) -> Node[ChordNode] | Node[GossipNode]:
 
 def _structured_service(config: DaemonConfig) -> ScribeService:
     chord_settings, scribe_config = split_protocol(config.protocol)
-    scribe_config = dataclasses.replace(scribe_config, sizes=config.limits.sizes)
+    durable = config.storage.enabled
+    scribe_config = dataclasses.replace(scribe_config, sizes=config.limits.sizes,
+                                        durable=durable)
     daemon = Daemon(config, ChordKind.of(dataclasses.replace(config, protocol=chord_settings),
-                                         lambda node: ScribeApp(node, scribe_config)))
+                                         lambda node: ScribeApp(node, scribe_config), durable))
     service = ScribeService(daemon)
 
     def answer_tree_query(src: str, msg: Message) -> Message | None:

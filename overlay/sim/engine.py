@@ -13,20 +13,44 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from overlay.core.effects import Deliver, Notice, Send, Trace
+from overlay.core.effects import Deliver, Notice, Persist, Send, Trace
 from overlay.core.errors import LocalProtocolError
 from overlay.core.framing import decode_map, encode_map
 from overlay.core.limits import DEFAULT_MAX_FRAME
 from overlay.core.messages import Message, decode_message, encode_message
 from overlay.core.protocol import ProtocolCore
+from overlay.core.storage import StorageOp, SyncPolicy
 from overlay.core.tracing import NodeTracer
 from overlay.sim.network import Network, NetworkConfig
 
 C = TypeVar("C", bound=ProtocolCore)
 
-_ARRIVE, _TIMER, _UNREACHABLE, _ACTION = range(4)
+_ARRIVE, _TIMER, _UNREACHABLE, _ACTION, _SYNCED, _FLUSHED = range(6)
+
+
+class DurableState(Protocol):
+    """What survives a node's crash: operations applied to it (scribe.MemoryLogs)."""
+
+    def apply(self, ops: list[StorageOp]) -> None: ...
+
+
+@dataclass
+class SimStorage:
+    """A node's disk: ``durable`` survives crashes; ``unsynced`` operations (written, not
+    yet on stable storage) are lost with the node, as a power cut loses a page cache."""
+
+    durable: DurableState
+    unsynced: list[StorageOp] = field(default_factory=list)
+    #: Persists the node's current incarnation emitted, and how far they are synced.
+    written: int = 0
+    synced: int = 0
+    #: A sync under way (always) or a flush scheduled (interval, never).
+    busy: bool = False
+    #: Bumped at a crash: a sync or flush begun before it completes nothing.
+    generation: int = 0
+    syncs: int = 0
 
 
 @dataclass
@@ -39,6 +63,7 @@ class SimNode:
     timer_at: float | None = None
     timer_generation: int = 0
     tracer: NodeTracer | None = None
+    storage: SimStorage | None = None
 
 
 @dataclass
@@ -65,6 +90,8 @@ class Simulator:
         run_id: str | None = None,
         check_wire: bool = True,
         max_frame: int = DEFAULT_MAX_FRAME,
+        sync: SyncPolicy | None = None,
+        sync_seconds: float = 0.002,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -80,6 +107,12 @@ class Simulator:
         #: With ``check_wire``: a message over this many bytes is a bug of ours (the
         #: daemon's transport would refuse it), raised at its sender.
         self.max_frame = max_frame
+        #: How the nodes' disks sync (scribe.durability): ``always`` reports a persist
+        #: synced once a sync of ``sync_seconds`` that began after it ended (group
+        #: commit); ``interval`` and ``never`` report it at once and make it durable at
+        #: the next flush (every interval; every 30 s for ``never``, as an OS writes back).
+        self.sync = sync or SyncPolicy()
+        self.sync_seconds = sync_seconds
         self.on_deliver: list[DeliverHook] = []
         self.on_notice: list[NoticeHook] = []
         self._heap: list[tuple[float, int, int, Any]] = []
@@ -92,17 +125,34 @@ class Simulator:
         return random.Random(f"{self.seed}:{addr}")
 
     def add_node(
-        self, core: C, node_hex: str, coords: tuple[float, float] | None = None
+        self, core: C, node_hex: str, coords: tuple[float, float] | None = None,
+        storage: DurableState | None = None,
     ) -> C:
+        """Place ``core``; ``storage``: its disk, for a core that persists. A node
+        restarted at a crashed node's address (a new core) keeps that node's disk and
+        tracer."""
         addr = core.address
-        if addr in self.nodes and self.nodes[addr].alive:
+        old = self.nodes.get(addr)
+        if old is not None and old.alive:
             raise ValueError(f"a live node already has address {addr}")
-        tracer = None
-        if self.trace_dir is not None:
-            tracer = NodeTracer(self.trace_dir, node_hex, run=self.run_id)
-        self.nodes[addr] = SimNode(core, node_hex, tracer=tracer)
-        self.network.place(addr, coords)
+        if old is not None:
+            tracer, disk = old.tracer, old.storage
+            if disk is not None:
+                disk.written = disk.synced = 0
+                disk.busy = False
+        else:
+            tracer = None
+            if self.trace_dir is not None:
+                tracer = NodeTracer(self.trace_dir, node_hex, run=self.run_id)
+            disk = None if storage is None else SimStorage(storage)
+            self.network.place(addr, coords)
+        self.nodes[addr] = SimNode(core, node_hex, tracer=tracer, storage=disk)
         return core
+
+    def storage(self, addr: str) -> DurableState | None:
+        """What a node's disk holds durably (survives its crashes)."""
+        disk = self.nodes[addr].storage
+        return None if disk is None else disk.durable
 
     def core(self, addr: str) -> ProtocolCore:
         return self.nodes[addr].core
@@ -143,6 +193,11 @@ class Simulator:
         node.alive = False
         node.timer_generation += 1
         node.timer_at = None
+        disk = node.storage
+        if disk is not None:  # what was not on stable storage is gone
+            disk.unsynced.clear()
+            disk.generation += 1
+            disk.busy = False
         self._trace(node, "node_down", {"reason": "crash"})
 
     def partition(self, groups: list[list[str]]) -> None:
@@ -171,6 +226,10 @@ class Simulator:
                 self._timer(*payload)
             elif kind == _UNREACHABLE:
                 self._unreachable(*payload)
+            elif kind == _SYNCED:
+                self._synced(*payload)
+            elif kind == _FLUSHED:
+                self._flushed(*payload)
             else:
                 payload()
             if max_events is not None and processed >= max_events:
@@ -221,6 +280,8 @@ class Simulator:
             elif isinstance(effect, Notice):
                 for notice_hook in self.on_notice:
                     notice_hook(addr, effect, self.now)
+            elif isinstance(effect, Persist):
+                self._persist(addr, node, effect.op)
         if not node.alive:
             return
         deadline = node.core.next_deadline()
@@ -229,6 +290,55 @@ class Simulator:
             node.timer_at = deadline
             if deadline is not None:
                 self._push(max(deadline, self.now), _TIMER, (addr, node.timer_generation))
+
+    # -- storage ----------------------------------------------------------------------------
+
+    def _persist(self, addr: str, node: SimNode, op: StorageOp) -> None:
+        disk = node.storage
+        if disk is None:
+            raise LocalProtocolError(f"node {addr} persisted, but was given no storage")
+        disk.unsynced.append(op)
+        disk.written += 1
+        if self.sync.mode != "always":
+            # Acknowledged once written: durable at the next flush.
+            self._push(self.now, _SYNCED, (addr, disk.generation, disk.written, False))
+        if not disk.busy:
+            disk.busy = True
+            if self.sync.mode == "always":
+                self._push(self.now + self.sync_seconds, _SYNCED,
+                           (addr, disk.generation, disk.written, True))
+            else:
+                every = self.sync.interval_ms / 1000 if self.sync.mode == "interval" else 30.0
+                self._push(self.now + every, _FLUSHED, (addr, disk.generation))
+
+    def _synced(self, addr: str, generation: int, through: int, durable: bool) -> None:
+        node = self.nodes[addr]
+        disk = node.storage
+        if disk is None or generation != disk.generation or not node.alive:
+            return  # the node crashed meanwhile: this sync never completed
+        if durable:  # a group commit: everything written before it began
+            count = through - (disk.written - len(disk.unsynced))
+            disk.durable.apply(disk.unsynced[:count])
+            del disk.unsynced[:count]
+            disk.syncs += 1
+            disk.busy = False
+            if disk.unsynced:  # written while it ran: the next group
+                disk.busy = True
+                self._push(self.now + self.sync_seconds, _SYNCED,
+                           (addr, disk.generation, disk.written, True))
+        if through > disk.synced:
+            disk.synced = through
+            node.core.on_synced(self.now, through)
+            self._after_input(addr, node)
+
+    def _flushed(self, addr: str, generation: int) -> None:
+        disk = self.nodes[addr].storage
+        if disk is None or generation != disk.generation:
+            return
+        disk.durable.apply(disk.unsynced)
+        disk.unsynced.clear()
+        disk.syncs += 1
+        disk.busy = False
 
     def _send(self, src: str, dest: str, msg: Message) -> None:
         stats = self.stats

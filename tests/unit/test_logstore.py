@@ -1,0 +1,177 @@
+"""The topic-log stores: SQLite (the daemon's) and MemoryLogs (the simulator's, and the
+reference) give the same logs for the same operations; damaged files are detected and
+never served."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import trio
+
+from overlay.core.storage import StorageOp, SyncPolicy
+from overlay.runtime.config import ConfigError, build_config
+from overlay.runtime.logstore import LOG_FILE, LogStore, StorageError, StorageWorker
+from scribe.durability import (
+    AppendEvents,
+    DropLog,
+    MemoryLogs,
+    NoteCounter,
+    RestoredLog,
+    TrimLog,
+)
+from scribe.messages import EventBody
+
+NODE = "ab" * 16
+
+
+def body(topic: str, seq: int, payload: bytes = b"p") -> EventBody:
+    return EventBody(topic, f"{seq:032x}", seq, {"n": seq, "s": "x"}, payload, "cd" * 16,
+                     1700000000.0 + seq)
+
+
+#: Operation sequences every store must give the same logs for.
+CASES: dict[str, list[StorageOp]] = {
+    "appends out of order, repeated": [
+        AppendEvents("t", (body("t", 3), body("t", 4))),
+        AppendEvents("t", (body("t", 5),)),
+        AppendEvents("t", (body("t", 4),)),
+    ],
+    "trim then append": [
+        AppendEvents("t", tuple(body("t", s) for s in range(1, 11))),
+        TrimLog("t", 6),
+        AppendEvents("t", (body("t", 11),)),
+        TrimLog("t", 3),  # never backwards
+    ],
+    "counter beyond the events": [
+        AppendEvents("a", (body("a", 1),)),
+        NoteCounter("a", 40),
+        NoteCounter("b", 7),
+        NoteCounter("a", 12),
+    ],
+    "drop": [
+        AppendEvents("a", (body("a", 1),)),
+        AppendEvents("b", (body("b", 1),)),
+        DropLog("a"),
+    ],
+    "large payload": [AppendEvents("big", (body("big", 1, b"\x00" * 1_000_000),))],
+}
+
+
+def memory_logs(ops: list[StorageOp], tmp_path: Path) -> list[RestoredLog]:
+    logs = MemoryLogs()
+    logs.apply(ops)
+    return logs.load()
+
+
+def sqlite_logs(ops: list[StorageOp], tmp_path: Path) -> list[RestoredLog]:
+    store = LogStore(tmp_path / LOG_FILE, NODE, SyncPolicy())
+    store.apply(ops[: len(ops) // 2])
+    store.apply(ops[len(ops) // 2:])  # across two transactions
+    store.close()
+    reopened = LogStore(tmp_path / LOG_FILE, NODE, SyncPolicy())  # as after a restart
+    report = reopened.load()
+    reopened.close()
+    assert report.dropped == []
+    return report.logs
+
+
+Store = Callable[[list[StorageOp], Path], list[RestoredLog]]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("store", [memory_logs, sqlite_logs], ids=["memory", "sqlite"])
+def test_stores_agree_on_every_case(store: Store, case: str, tmp_path: Path) -> None:
+    expected = {
+        "appends out of order, repeated": [RestoredLog("t", 5, 3, tuple(
+            body("t", s) for s in (3, 4, 5)))],
+        "trim then append": [RestoredLog("t", 11, 6, tuple(body("t", s) for s in range(6, 12)))],
+        "counter beyond the events": [RestoredLog("a", 40, 1, (body("a", 1),)),
+                                      RestoredLog("b", 7, 8, ())],
+        "drop": [RestoredLog("b", 1, 1, (body("b", 1),))],
+        "large payload": [RestoredLog("big", 1, 1, (body("big", 1, b"\x00" * 1_000_000),))],
+    }[case]
+    assert store(CASES[case], tmp_path) == expected
+
+
+def filled_store(tmp_path: Path, count: int = 20) -> Path:
+    store = LogStore(tmp_path / LOG_FILE, NODE, SyncPolicy())
+    store.apply([AppendEvents("t", tuple(body("t", s) for s in range(1, count + 1))),
+                 AppendEvents("u", (body("u", 1),))])
+    store.close()
+    return tmp_path / LOG_FILE
+
+
+def test_a_flipped_bit_in_an_event_drops_it_and_what_follows_in_its_topic(
+        tmp_path: Path) -> None:
+    path = filled_store(tmp_path)
+    db = sqlite3.connect(path)
+    data = db.execute("SELECT body FROM events WHERE topic = 't' AND seq = 8").fetchone()[0]
+    flipped = bytes([data[0]]) + bytes([data[1] ^ 0x01]) + data[2:]
+    db.execute("UPDATE events SET body = ? WHERE topic = 't' AND seq = 8", (flipped,))
+    db.commit()
+    db.close()
+    store = LogStore(path, NODE, SyncPolicy())
+    report = store.load()
+    assert report.dropped == [("t", "event 8: checksum mismatch")]
+    logs = {log.topic: log for log in report.logs}
+    assert [e.seq for e in logs["t"].events] == list(range(1, 8))
+    assert logs["t"].counter == 20  # never numbered below what it knew
+    assert [e.seq for e in logs["u"].events] == [1]  # other topics untouched
+    # The damaged rows are gone: the next start serves no damage, and reports none.
+    store.close()
+    again = LogStore(path, NODE, SyncPolicy())
+    assert again.load().dropped == []
+
+
+def test_another_nodes_log_is_refused(tmp_path: Path) -> None:
+    path = filled_store(tmp_path)
+    with pytest.raises(StorageError, match="the log of node"):
+        LogStore(path, "ef" * 16, SyncPolicy())
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage"])
+def test_a_damaged_file_is_refused_not_served(tmp_path: Path, damage: str) -> None:
+    path = filled_store(tmp_path, count=2000)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2] if damage == "truncated" else b"x" * len(data))
+    with pytest.raises(StorageError):
+        store = LogStore(path, NODE, SyncPolicy())
+        store.load()
+
+
+async def test_the_worker_groups_what_arrives_during_a_commit(tmp_path: Path) -> None:
+    store = LogStore(tmp_path / LOG_FILE, NODE, SyncPolicy())
+    worker = StorageWorker(store)
+    synced: list[int] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(worker.run, synced.append)
+        for seq in range(1, 201):
+            worker.submit(AppendEvents("t", (body("t", seq),)))
+            if seq % 50 == 0:
+                await trio.sleep(0)  # let a commit start while more arrive
+        with trio.fail_after(10):
+            while not synced or synced[-1] < 200:
+                await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    assert synced == sorted(synced) and synced[-1] == 200
+    assert worker.commits < 200  # group commit: fewer transactions than operations
+    assert [e.seq for e in store.load().logs[0].events] == list(range(1, 201))
+    store.close()
+
+
+def test_storage_config(tmp_path: Path) -> None:
+    path = tmp_path / "o.toml"
+    path.write_text('[storage]\nsync = "interval:10"\nenabled = true\n')
+    config = build_config(path, {}, {})
+    assert config.storage.sync == SyncPolicy("interval", 10)
+    for bad, message in [('sync = "interval:0"', "positive number"),
+                         ('sync = "sometimes"', "always, interval"),
+                         ('sync = 5', "must be text"),
+                         ('enabled = "yes"', "expected bool"),
+                         ('fsync = true', "unknown setting")]:
+        path.write_text(f"[storage]\n{bad}\n")
+        with pytest.raises(ConfigError, match=message):
+            build_config(path, {}, {})
