@@ -11,6 +11,7 @@ command -v mosquitto_pub >/dev/null 2>&1 || missing+=(mosquitto-clients)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
 command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
+command -v rabbitmq-server >/dev/null 2>&1 || [ -x /usr/sbin/rabbitmq-server ] || missing+=(rabbitmq-server)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "bench setup: installing ${missing[*]}" >&2
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
