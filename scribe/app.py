@@ -91,7 +91,8 @@ class ScribeApp:
         retention = self.publishing.retention
         self.ordering = o = Ordering(self.state, self.dissemination.handle, retention.log,
                                      self.dissemination.from_root)
-        self.root_pulls = RootPulls(self.state, retention.log, retention.released_through)
+        self.root_pulls = RootPulls(self.state, retention.log, retention.released_through,
+                                    retention.copies)
         self.repair = Repair(self.state, self.membership, self.dissemination, self.publishing,
                              o, self.root_pulls)
         self.misrouted = Misrouted()
@@ -319,11 +320,13 @@ class ScribeApp:
         """The node's store synced its first ``through`` persists (scribe.durability)."""
         self.publishing.retention.on_synced(now, through)
 
-    def restore(self, now: float, logs: list[RestoredLog], load_ms: float = 0.0) -> None:
+    def restore(self, now: float, logs: list[RestoredLog], load_ms: float = 0.0,
+                lost: bool = False) -> None:
         """Before joining: the topic logs the node's store kept from its last run
         (``load_ms`` to read them). They are held as replica copies; a ``recover`` trace
-        record per topic says what came back."""
-        self.publishing.retention.restore(now, logs)
+        record per topic says what came back. ``lost``: the store was refused whole, so
+        any topic this node claims soon may have been in it (its replicas are asked)."""
+        self.publishing.retention.restore(now, logs, lost)
         for log in logs:
             self.state.trace("recover", topic=log.topic, events=len(log.events),
                              bytes=log.payload_bytes, first=log.events[0].seq

@@ -21,7 +21,7 @@ from overlay.core.pubsub import AttrValue
 from scribe.dissemination import Dissemination
 from scribe.durability import Durability
 from scribe.membership import Membership
-from scribe.messages import EventBody, Publish, PublishAck
+from scribe.messages import EventBody, Publish, PublishAck, Restore
 from scribe.retention import Retention
 from scribe.state import ScribeState
 
@@ -145,8 +145,29 @@ class Publishing:
 
     def on_claim(self, now: float, topic: str) -> None:
         """This node starts numbering ``topic`` (it owns the key)."""
-        self.retention.adopt_replica(topic)
+        retention = self.retention
+        retention.adopt_replica(topic)
+        if topic in retention.restored or now < retention.lost_until:
+            self._gather_from_replicas(now, topic)
         self.s.start_recovery(now, topic)
+
+    def _gather_from_replicas(self, now: float, topic: str) -> None:
+        """A restarted node claims a topic it loaded from its own log: that log may have
+        lost its tail (not synced, or damaged and dropped) while the replicas kept it.
+        Ask them for what they hold beyond this node's log (:class:`Restore`, answered
+        with replica syncs that join the root's buffer) and recover meanwhile: publishes
+        and pulls wait, replays are asked again."""
+        s, retention = self.s, self.retention
+        retention.restored.discard(topic)
+        log = retention.log(topic)
+        holds = 0 if log is None else log.contiguous_through()
+        replicas = retention.replicas_of(topic)
+        for replica in replicas:
+            s.send(replica, Restore(topic, s.me, holds))
+        if replicas:
+            s.recovering[topic] = max(s.recovering.get(topic, 0.0),
+                                      now + 2 * s.config.replica_timeout)
+            s.wake(now)
 
     def on_direct(self, now: float, msg: Publish) -> None:
         """An event sent straight to this node as the topic's cached root."""

@@ -67,6 +67,8 @@ class Replays:
     def at_root(self, now: float, msg: ReplayRequest) -> None:
         """``deliver`` up-call: answer from the retained events, if this is the root."""
         s = self.s
+        if msg.topic in s.recovering:
+            return  # gathering what members and replicas hold: the requester asks again
         log = self.root_log(msg.topic)
         if log is None:
             if msg.topic not in s.numbering:

@@ -67,6 +67,10 @@ class PendingAck:
     tries: int = 1
 
 
+#: Seconds after a start whose store was refused whole during which a claimed topic's
+#: replicas are asked for what the node may have lost (the topics were in that store).
+LOST_STORE_WINDOW = 120.0
+
 #: Copies of a reliable event sent to a replica that does not confirm before the root
 #: answers without it.
 REPLICATE_TRIES = 3
@@ -99,6 +103,11 @@ class Retention:
         self.durability = durability
         #: Topic -> the lowest seq its persisted log may hold (what was last trimmed to).
         self._persisted_from: dict[str, int] = {}
+        #: Topics whose log this node loaded at start and has not numbered since: when it
+        #: claims one, its replicas may hold what its own log lost (see on_claim).
+        self.restored: set[str] = set()
+        #: Until then, every topic counts as restored (the store was refused whole).
+        self.lost_until = float("-inf")
         #: Topic -> numbered events not sent down yet: seq -> (event, ready to go).
         self.unreleased: dict[str, OrderedDict[int, tuple[EventBody, bool]]] = {}
         #: Topic -> the replicas known to hold this root's events.
@@ -206,6 +215,14 @@ class Retention:
             body, [origin], replicas, waiting, now + s.config.replica_timeout)
         s.wake(now)
         return False
+
+    def copies(self, topic: str) -> Retained | None:
+        """The events this node holds of ``topic`` for its root (as a replica)."""
+        return self.replica.get(topic)
+
+    def replicas_of(self, topic: str) -> list[NodeRef]:
+        """The nodes that hold this root's copies of ``topic``."""
+        return self._replicas(topic)
 
     def _replicas(self, topic: str) -> list[NodeRef]:
         s = self.s
@@ -414,17 +431,21 @@ class Retention:
             else:
                 s.send(waiter.root, waiter.ack)
 
-    def restore(self, now: float, logs: list[RestoredLog]) -> None:
+    def restore(self, now: float, logs: list[RestoredLog], lost: bool = False) -> None:
         """Logs a store loaded at start: this node holds them as replica copies (it
         adopts them when it owns a topic's key again, and numbers on from their counter,
-        never below it)."""
+        never below it). ``lost``: the store was refused whole; until ``lost_until`` any
+        topic this node claims is treated as restored (its replicas are asked)."""
         s = self.s
+        if lost:
+            self.lost_until = now + LOST_STORE_WINDOW
         for log in logs:
             copies = Retained(complete_from=log.complete_from)
             copies.merge(now, log.events)
             if copies.events:
                 self.replica[log.topic] = copies
             self._persisted_from[log.topic] = log.complete_from
+            self.restored.add(log.topic)
             s.note_seq(log.topic, max(log.counter, copies.last_seq()))
 
 

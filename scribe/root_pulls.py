@@ -21,10 +21,13 @@ from scribe.summaries import Digest
 
 
 class RootPulls:
-    def __init__(self, state: ScribeState, root_log: RootLog, released: Released) -> None:
+    def __init__(self, state: ScribeState, root_log: RootLog, released: Released,
+                 copies: RootLog) -> None:
         self.s = state
         self.root_log = root_log
         self.released = released
+        #: The events this node holds of a topic as a replica (a restarted root asks).
+        self.copies = copies
 
     def on_root_pull(self, now: float, pull: Pull) -> None:
         """A routed pull reached the topic's key: answer it from the retained events."""
@@ -77,13 +80,17 @@ class RootPulls:
         """A root recovering the topic asks for the events this node handled after
         ``after``: send them from the log (as replica syncs, a message's worth each)."""
         s = self.s
+        copies = self.copies(msg.topic)
         tree = s.trees.get(msg.topic)
-        if tree is None or tree.stream.through is None:
+        if copies is not None and copies.events:  # a replica's copies: all it holds
+            log, through = copies, max(copies.last_seq(), s.seq.get(msg.topic, 0))
+        elif tree is not None and tree.stream.through is not None:
+            log, through = tree.stream.log, tree.stream.through
+        else:
             return
-        through = tree.stream.through
         after = msg.after
         while True:
-            events, reached = batch(tree.stream.log, after, through, lambda body: True,
+            events, reached = batch(log, after, through, lambda body: True,
                                     s.config.sizes.batch_bytes)
             s.send(msg.root, ReplicaSync(msg.topic, through, s.me, tuple(events)))
             if reached >= through or not events:

@@ -94,8 +94,10 @@ class CoreKind(Protocol[C]):
         what the store kept before it starts)."""
         ...
 
-    def restore(self, core: C, now: float, logs: list[RestoredLog], load_ms: float) -> None:
-        """Hand the core what its store kept from the last run (before ``start``)."""
+    def restore(self, core: C, now: float, logs: list[RestoredLog], load_ms: float,
+                lost: bool) -> None:
+        """Hand the core what its store kept from the last run (before ``start``);
+        ``lost``: the store was refused whole (its topics are unknown)."""
         ...
 
 
@@ -135,18 +137,19 @@ class ChordKind:
         return self.config.rpc_timeout * self.config.rpc_attempts + 1.0
 
     def restore(self, core: ChordNode, now: float, logs: list[RestoredLog],
-                load_ms: float) -> None:
+                load_ms: float, lost: bool) -> None:
         app = core.app
         if not isinstance(app, Restorable):
             raise TypeError("a durable ChordKind needs an application that restores logs")
-        app.restore(now, logs, load_ms)
+        app.restore(now, logs, load_ms, lost)
 
 
 @runtime_checkable
 class Restorable(Protocol):
     """An application with durable state (ScribeApp)."""
 
-    def restore(self, now: float, logs: list[RestoredLog], load_ms: float) -> None: ...
+    def restore(self, now: float, logs: list[RestoredLog], load_ms: float,
+                lost: bool) -> None: ...
 
 
 class Daemon(Generic[C]):
@@ -203,8 +206,8 @@ class Daemon(Generic[C]):
                 for service in self.services:
                     nursery.start_soon(service, self)
                 if report is not None:
-                    logs, load_ms = report.logs, report.ms
-                    self.call(lambda core, now: kind.restore(core, now, logs, load_ms))
+                    logs, load_ms, lost = report.logs, report.ms, report.refused
+                    self.call(lambda core, now: kind.restore(core, now, logs, load_ms, lost))
                     for topic, problem in report.dropped:
                         self.driver.trace("storage_dropped", topic=topic, reason=problem)
                 self.call(lambda core, now: kind.start(core, now, self.config.seeds))
@@ -247,7 +250,7 @@ class Daemon(Generic[C]):
                 self.tracer.write(time.time(), "storage_dropped",
                                   {"topic": None, "reason": str(exc)})
             store = await trio.to_thread.run_sync(LogStore, path, node_hex, policy)
-            return store, LoadReport()
+            return store, LoadReport(refused=True)
 
     def _synced(self, through: int) -> None:
         self.call(lambda core, now: core.on_synced(now, through))

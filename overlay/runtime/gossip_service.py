@@ -50,7 +50,7 @@ class GossipKind:
     durable = False
 
     def restore(self, core: GossipNode, now: float, logs: list[RestoredLog],
-                load_ms: float) -> None:
+                load_ms: float, lost: bool) -> None:
         raise TypeError("the unstructured mode keeps no logs to restore")
 
 

@@ -72,6 +72,8 @@ class LoadReport:
     #: (topic, what was wrong): data dropped, to be recovered from replicas.
     dropped: list[tuple[str, str]] = field(default_factory=list)
     ms: float = 0.0
+    #: The whole file was refused (moved aside): the node may have held any topic.
+    refused: bool = False
 
 
 class LogStore:

@@ -19,6 +19,7 @@ import trio
 
 from deploy import cluster
 from overlay.client import ConnectionLost, NotReady, Timeout, connect
+from overlay.core.ids import hash_id
 from tests.integration.fast import FAST
 
 pytestmark = pytest.mark.integration
@@ -107,3 +108,45 @@ async def test_every_acknowledged_event_survives_killing_every_daemon(
     for topic in TOPICS:
         assert (logs[topic]["events"], logs[topic]["first_seq"], logs[topic]["last_seq"]) \
             == (len(acked[topic]), 1, len(acked[topic]))
+
+
+def root_of(inventory: cluster.Inventory, topic: str) -> cluster.NodeEntry:
+    """The node responsible for the topic's key: the first id at or after it."""
+    key = hash_id(topic, len(inventory.nodes[0].node) * 4)
+    ranked = sorted(inventory.nodes, key=lambda n: int(n.node, 16))
+    return next((n for n in ranked if int(n.node, 16) >= key), ranked[0])
+
+
+@pytest.mark.parametrize("damage", ["torn log", "overwritten"])
+async def test_a_root_whose_log_is_damaged_gets_the_topic_back_from_its_replicas(
+        ring: cluster.Inventory, damage: str) -> None:
+    topic = "orders"
+    acked: dict[str, int] = {}
+    async with connect(ring.nodes[0].api) as client:
+        for i in range(300):
+            reply = await client.publish(topic, b"%d" % i, attrs={"i": i},
+                                         msg_id=f"{i + 1:032x}")
+            acked[reply.msg_id] = reply.seq
+    root = root_of(ring, topic)
+    cluster.kill(ring, [root.name])
+    state = Path(root.state_dir)
+    if damage == "torn log":  # the write-ahead log cut in the middle (SQLite drops the rest)
+        wal = state / "topics.sqlite3-wal"
+        data = wal.read_bytes()
+        wal.write_bytes(data[: len(data) // 2])
+    else:  # not a database any more: refused, moved aside, the node starts empty
+        for path in state.glob("topics.sqlite3*"):
+            path.write_bytes(b"\x5a" * path.stat().st_size)
+    await trio.sleep(3.0)  # the root's successor takes the topic over from its copies
+    (restarted,) = cluster.restart(ring, [root.name], EXTRA)
+    cluster.wait_until(lambda: cluster.all_ready(ring), 60.0, "the root to rejoin")
+    if damage == "overwritten":
+        assert list(state.glob("topics.sqlite3.refused-*"))
+
+        def dropped_traced() -> bool:  # trace records reach their file once a second
+            return any('"storage_dropped"' in p.read_text()
+                       for p in Path(restarted.trace_dir).glob("*.jsonl*"))
+        cluster.wait_until(dropped_traced, 10.0, "a storage_dropped record")
+    events = await trio.to_thread.run_sync(subscribe_from_start, restarted, topic, len(acked))
+    assert {e["msg_id"]: e["seq"] for e in events} == acked
+    assert [e["seq"] for e in events] == sorted(acked.values())
