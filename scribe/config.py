@@ -43,6 +43,9 @@ class ScribeConfig:
     #: Events the root and its replicas retain per topic, at most, and for how long.
     retain_count: int = 1024
     retain_seconds: float = 300.0
+    #: ... and at most this many payload bytes: with durable logs, what bounds a topic's
+    #: share of the disk (and of memory, where retained events are held too).
+    retain_bytes: int = 256 << 20
     #: Events younger than this are kept beyond ``retain_count``: a burst numbered or
     #: handled in one step (the publishes a root held through a recovery) stays whole
     #: while the pulls sent before it are answered; trimmed at once, its head would be
@@ -84,7 +87,7 @@ class ScribeConfig:
         if self.max_children is not None and self.max_children < 1:
             raise ValueError(f"max_children must be >= 1 or None, got {self.max_children}")
         for name in ("summary_max_filters", "missed_heartbeats", "root_cache_size",
-                     "retain_count", "event_memory_events"):
+                     "retain_count", "retain_bytes", "event_memory_events"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.retain_min_age < 0:

@@ -24,6 +24,8 @@ class Retained:
     events: OrderedDict[int, tuple[float, EventBody]] = field(default_factory=OrderedDict)
     by_msg: dict[str, int] = field(default_factory=dict)
     complete_from: int = 1
+    #: Payload bytes of the events held (retention bounds them: ``retain_bytes``).
+    payload_bytes: int = 0
     #: Until then, nothing can be trimmed: the oldest event is younger than both limits
     #: of age (a burst kept past ``retain_count`` spares the per-event look at it).
     untouchable_until: float = float("-inf")
@@ -39,6 +41,7 @@ class Retained:
         out_of_order = bool(self.events) and seq < next(reversed(self.events))
         self.events[seq] = (now, body)
         self.by_msg[body.msg_id] = seq
+        self.payload_bytes += len(body.payload)
         if out_of_order:
             self.events = OrderedDict(sorted(self.events.items()))
             self.untouchable_until = float("-inf")  # the oldest event may be another
@@ -56,23 +59,26 @@ class Retained:
         return next(reversed(self.events)) if self.events else 0
 
     def trim(self, now: float, cfg: ScribeConfig) -> None:
-        """Drop the oldest events beyond ``retain_count`` or older than
-        ``retain_seconds``; but not, for the count, those younger than
+        """Drop the oldest events beyond ``retain_count`` or ``retain_bytes`` or older
+        than ``retain_seconds``; but not, for the count and bytes, those younger than
         ``retain_min_age``."""
-        count, seconds = cfg.retain_count, cfg.retain_seconds
+        count, seconds, limit = cfg.retain_count, cfg.retain_seconds, cfg.retain_bytes
         events = self.events
-        if len(events) <= count and (not events or next(iter(events.values()))[0] > now - seconds):
+        if len(events) <= count and self.payload_bytes <= limit and (
+                not events or next(iter(events.values()))[0] > now - seconds):
             return  # the common case, checked without taking the first item apart
         if now < self.untouchable_until:
             return
         young = now - cfg.retain_min_age
         while self.events:
             seq, (kept_at, body) = next(iter(self.events.items()))
-            if kept_at > now - seconds and (len(self.events) <= count or kept_at > young):
+            within = len(self.events) <= count and self.payload_bytes <= limit
+            if kept_at > now - seconds and (within or kept_at > young):
                 self.untouchable_until = kept_at + min(cfg.retain_min_age, seconds)
                 return
             del self.events[seq]
             self.by_msg.pop(body.msg_id, None)
+            self.payload_bytes -= len(body.payload)
             self.complete_from = max(self.complete_from, seq + 1)
 
     def merge(self, now: float, bodies: list[EventBody] | tuple[EventBody, ...]) -> None:

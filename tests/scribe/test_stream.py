@@ -51,3 +51,25 @@ def test_events_older_than_retain_seconds_go_whatever_the_count() -> None:
     retained.trim(30.0, CONFIG)
     retained.trim(60.5, CONFIG)
     assert kept(retained) == [2]
+
+
+def sized(seq: int, size: int) -> EventBody:
+    return EventBody("t", f"{seq:032x}", seq, {}, b"x" * size, "ab" * 16, 0.0)
+
+
+def test_past_retain_bytes_the_oldest_go_once_old_enough_and_the_bytes_follow() -> None:
+    config = ScribeConfig(retain_count=1000, retain_bytes=1000, retain_min_age=3.0,
+                          retain_seconds=60.0)
+    retained = Retained()
+    for seq in range(1, 6):
+        retained.add(0.0, sized(seq, 300))  # 1,500 bytes: 500 over the bound
+    retained.trim(1.0, config)
+    assert kept(retained) == [1, 2, 3, 4, 5]  # all younger than retain_min_age
+    retained.trim(3.5, config)  # old enough now: the oldest go until within the bound
+    assert kept(retained) == [3, 4, 5] and retained.payload_bytes == 900
+    retained.add(3.5, sized(6, 100))
+    retained.trim(7.0, config)  # exactly at the bound is within it
+    assert kept(retained) == [3, 4, 5, 6] and retained.payload_bytes == 1000
+    retained.add(7.0, sized(7, 1))  # one byte past the bound: the oldest goes
+    retained.trim(11.0, config)
+    assert kept(retained) == [4, 5, 6, 7] and retained.payload_bytes == 701
