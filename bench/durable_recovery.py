@@ -27,6 +27,7 @@ EXTRA = """
 sync = "interval:1000"
 [protocol]
 retain_count = 100000000
+retain_bytes = 17179869184
 retain_seconds = 100000000.0
 """
 
@@ -80,11 +81,16 @@ def main() -> None:
             (restarted,) = cluster.restart(inventory, ["n00"], EXTRA, timeout=600.0)
             cluster.wait_until(lambda: cluster.all_ready(inventory), 600.0, "ready")
             ready = time.perf_counter() - started
-            records = []
-            for path in Path(restarted.trace_dir).glob("*.jsonl"):
-                records += [json.loads(line) for line in path.read_text().splitlines()
-                            if '"recover"' in line]
-            recover = [r for r in records if r.get("ev") == "recover"][-1:]
+            def recover_records() -> list[dict[str, object]]:
+                records = []
+                for path in Path(restarted.trace_dir).glob("*.jsonl*"):
+                    records += [json.loads(line) for line in path.read_text().splitlines()
+                                if '"recover"' in line]
+                return [r for r in records if r.get("ev") == "recover"]
+
+            # Trace records reach their file once a second.
+            cluster.wait_until(lambda: bool(recover_records()), 10.0, "the recover record")
+            recover = recover_records()[-1:]
             print(f"restart to ready: {ready:.1f} s; recover record: "
                   f"{recover[0] if recover else 'none'}")
             print(f"resident memory after recovery: {rss_mib(restarted.pid):.0f} MiB")
