@@ -35,7 +35,7 @@ from matching.access import BOOL_TAG, ValueKey
 from matching.ast import Value, kind_of
 from matching.atoms import CHECK_SLOTS, EXACT_INT, Atom, Layout, atoms_of, layout_of
 from matching.clusters import drop_from_leaf, leaf, paired_leaves
-from matching.normal import conjunctions_of
+from matching.normal import Conjunction
 from matching.parser import Filter
 from matching.postings import Codes, Found, Posting
 from matching.segments import BELOW, Segment, SegmentKey, segment_key
@@ -48,19 +48,21 @@ _NO_IDS = np.empty(0, np.int64)
 _Path = tuple[Hashable, ...]
 # Where a conjunction is filed, to undo it (the attribute names and value keys its
 # checks coded are kept beside it).
-_Place = (tuple[Literal["eq"], list[_Path]] | tuple[Literal["pair"], list[_Path]]
+_Place = (tuple[Literal["eq"], tuple[_Path, ...]] | tuple[Literal["pair"], tuple[_Path, ...]]
           | tuple[Literal["range"], SegmentKey])
+#: A conjunction's id, place, and the attribute names and value keys its checks coded.
+#: Tuples all the way down, of strings and numbers: the garbage collector stops
+#: tracking them, so that it does not walk the index's hundreds of thousands of them.
+_Filed = tuple[int, _Place, tuple[str, ...], tuple[ValueKey, ...]]
 #: Per attribute: its equality postings by value, its code, whether it has interval
 #: segments, whether pairs name it (:meth:`ArrayIndex._attr_table`).
 _AttrInfo = tuple[dict[ValueKey, Posting] | None, int | None, bool, bool]
 
 
-def array_layouts(filter: Filter) -> list[Layout] | None:
-    """How the array index would file each conjunction of ``filter``; None when it is
-    not array-shaped, or when it is never TRUE (the general index keeps those)."""
-    if filter.expr is None:
-        return None
-    conjunctions = conjunctions_of(filter.expr)
+def array_layouts(conjunctions: Sequence[Conjunction] | None) -> list[Layout] | None:
+    """How the array index would file each conjunction of a filter (its
+    :func:`~matching.normal.conjunctions_of`); None when it is not array-shaped, or
+    when it is never TRUE (the general index keeps those)."""
     if not conjunctions:
         return None
     layouts: list[Layout] = []
@@ -79,7 +81,7 @@ def array_layouts(filter: Filter) -> list[Layout] | None:
 class ArrayIndex:
     def __init__(self) -> None:
         self._filters: dict[int, Filter] = {}
-        self._places: dict[int, list[tuple[int, _Place, list[str], list[ValueKey]]]] = {}
+        self._places: dict[int, tuple[_Filed, ...]] = {}
         self._attrs: Codes[str] = Codes()
         self._values: Codes[ValueKey] = Codes()
         self._capacity = 0
@@ -91,6 +93,8 @@ class ArrayIndex:
         self._alive = np.empty(0, np.bool_)
         #: Conjunctions of filters with several: their matches need deduplicating.
         self._multi = np.empty(0, np.bool_)
+        #: Per conjunction id: how many checks its row has written (the rest are unused).
+        self._checks_of: list[int] = []
         self._multi_count = 0
         self._free_conj: list[int] = []
         self._next_conj = 0
@@ -121,21 +125,21 @@ class ArrayIndex:
         self._table = None
         multi = len(layouts) > 1
         self._filters[slot] = filter
-        self._places[slot] = [self._file(slot, layout, multi) for layout in layouts]
+        self._places[slot] = tuple([self._file(slot, layout, multi) for layout in layouts])
 
     def _grow(self) -> None:
         capacity = max(1024, 2 * self._capacity)
         extra = capacity - self._capacity
         self._conj_slot = np.concatenate([self._conj_slot, np.zeros(extra, np.int64)])
         self._columns = np.concatenate([self._columns, np.zeros((extra, _R), np.intp)])
-        self._lows = np.concatenate([self._lows, np.zeros((extra, _R))])
-        self._highs = np.concatenate([self._highs, np.zeros((extra, _R))])
+        self._lows = np.concatenate([self._lows, np.full((extra, _R), -math.inf)])
+        self._highs = np.concatenate([self._highs, np.full((extra, _R), math.inf)])
         self._alive = np.concatenate([self._alive, np.zeros(extra, np.bool_)])
         self._multi = np.concatenate([self._multi, np.zeros(extra, np.bool_)])
+        self._checks_of.extend([0] * extra)
         self._capacity = capacity
 
-    def _file(self, slot: int, layout: Layout, multi: bool
-              ) -> tuple[int, _Place, list[str], list[ValueKey]]:
+    def _file(self, slot: int, layout: Layout, multi: bool) -> _Filed:
         if self._free_conj:
             conj = self._free_conj.pop()
         else:
@@ -147,28 +151,33 @@ class ArrayIndex:
         self._alive[conj] = True
         self._multi[conj] = multi
         self._multi_count += multi
-        # Unused checks read column 0 (0.0) within (-inf, inf): always TRUE.
-        columns, lows, highs = [0] * _R, [-math.inf] * _R, [math.inf] * _R
+        # Unused checks read column 0 (0.0) within (-inf, inf): always TRUE. Only the
+        # cells that change are written, one at a time (cheaper than a row from a list):
+        # the checks of this conjunction, and those the row's last one left beyond them.
         coded_attrs: list[str] = []
         coded_values: list[ValueKey] = []
+        columns, lows, highs = self._columns, self._lows, self._highs
+        for j in range(len(layout.checks), self._checks_of[conj]):
+            columns[conj, j], lows[conj, j], highs[conj, j] = 0, -math.inf, math.inf
+        self._checks_of[conj] = len(layout.checks)
         for j, atom in enumerate(layout.checks):
             code = self._attrs.acquire(atom.attr)
             coded_attrs.append(atom.attr)
             if atom.keys is None:
-                columns[j], lows[j], highs[j] = 1 + 2 * code, atom.low, atom.high
+                columns[conj, j], lows[conj, j], highs[conj, j] = \
+                    1 + 2 * code, atom.low, atom.high
             else:
                 (key,) = atom.keys
                 value = self._values.acquire(key)
                 coded_values.append(key)
-                columns[j], lows[j], highs[j] = 2 + 2 * code, value, value
-        self._columns[conj], self._lows[conj], self._highs[conj] = columns, lows, highs
+                columns[conj, j], lows[conj, j], highs[conj, j] = 2 + 2 * code, value, value
         direct = not layout.checks
         place: _Place
-        paths: list[_Path]
+        paths: tuple[_Path, ...]
         if len(layout.access) == 2:
             first, second = layout.access
-            paths = [(first.attr, a, second.attr, b)
-                     for a in first.keys or () for b in second.keys or ()]
+            paths = tuple([(first.attr, a, second.attr, b)
+                           for a in first.keys or () for b in second.keys or ()])
             for path in paths:
                 leaf(self._pairs, path, Posting).put(conj, direct)
             for attr in (first.attr, second.attr):
@@ -176,14 +185,14 @@ class ArrayIndex:
             place = ("pair", paths)
         elif layout.access:
             (only,) = layout.access
-            paths = [(only.attr, key) for key in only.keys or ()]
+            paths = tuple([(only.attr, key) for key in only.keys or ()])
             for path in paths:
                 leaf(self._equal, path, Posting).put(conj, direct)
             place = ("eq", paths)
         else:
             assert layout.ranged is not None  # no equality access: a range one
             place = ("range", self._file_range(conj, layout.ranged, len(layout.checks) > 1))
-        return conj, place, coded_attrs, coded_values
+        return conj, place, tuple(coded_attrs), tuple(coded_values)
 
     def _file_range(self, conj: int, atom: Atom, checked: bool) -> SegmentKey:
         """File under an interval; ``checked`` when the conjunction says more."""
@@ -209,16 +218,20 @@ class ArrayIndex:
         del self._filters[slot]
         for conj, place, coded_attrs, coded_values in places:
             self._alive[conj] = False
-            self._multi_count -= bool(self._multi[conj])
+            self._multi_count -= len(places) > 1  # as _file counted it
             for attr in coded_attrs:
                 self._attrs.release(attr)
             for value in coded_values:
                 self._values.release(value)
-            match place:
+            match place:  # the commonest first
+                case ("eq", paths):
+                    for path in paths:
+                        drop_from_leaf(self._equal, path, conj)
+                    self._free_conj.append(conj)
                 case ("range", at):
                     self._tombstones += 1  # until its segment lets it go
                     segment = self._segments[at]
-                    checked = self._columns[conj, 1] != 0  # a check besides the interval
+                    checked = len(coded_attrs) > 1  # a check besides the interval
                     self._release(segment.remove(conj, checked, self._alive))
                     if not len(segment):
                         self._release(segment.dead_ids)
@@ -235,10 +248,6 @@ class ArrayIndex:
                             del self._pair_attrs[name]
                     for path in paths:
                         drop_from_leaf(self._pairs, path, conj)
-                    self._free_conj.append(conj)
-                case ("eq", paths):
-                    for path in paths:
-                        drop_from_leaf(self._equal, path, conj)
                     self._free_conj.append(conj)
         return True
 

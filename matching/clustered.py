@@ -33,7 +33,7 @@ or a bisection per conjunction, never a rebuild.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, ItemsView, Iterator, Mapping
+from collections.abc import Hashable, ItemsView, Iterator, Mapping, Sequence
 from typing import Any, Generic, Literal, TypeVar
 
 from matching.access import BOOL_TAG, Access, Equals, Present, Range, necessary_accesses, plan
@@ -49,7 +49,7 @@ from matching.clusters import (
     paired_leaves,
     pending_item,
 )
-from matching.normal import disjunctive_normal_form, negation_normal_form
+from matching.normal import Conjunction, conjunctions_of, negation_normal_form
 from matching.parser import Filter
 from matching.ranges import Handle, RangeTable
 
@@ -120,26 +120,30 @@ class ClusterIndex(Generic[Key]):
         """Every filter held is TRUE for every event (``match`` answers all keys)."""
         return not self._not_everywhere
 
-    def add(self, key: Key, filter: Filter) -> None:
-        """File ``filter`` under ``key`` (any hashable), replacing what ``key`` had."""
+    def add(self, key: Key, filter: Filter,
+            conjunctions: Sequence[Conjunction] | Literal[False] | None = False) -> None:
+        """File ``filter`` under ``key`` (any hashable), replacing what ``key`` had;
+        ``conjunctions`` are its :func:`~matching.normal.conjunctions_of`, when the caller
+        has them (False: worked out here)."""
         if key in self._filters:
             self.remove(key)
         self._filters[key] = filter
         places: list[tuple[int, _Place]] = []
         self._places[key] = places
-        self._file_all(key, filter, places)
+        if conjunctions is False:
+            conjunctions = conjunctions_of(filter.expr)
+        self._file_all(key, filter, conjunctions, places)
         if not _everywhere(places):
             self._not_everywhere += 1
 
-    def _file_all(self, key: Key, filter: Filter, places: list[tuple[int, _Place]]
-                  ) -> None:
+    def _file_all(self, key: Key, filter: Filter, conjunctions: Sequence[Conjunction] | None,
+                  places: list[tuple[int, _Place]]) -> None:
         """File each conjunction of ``filter`` (none when it is never TRUE) at ``places``."""
         if filter.expr is None:
             places.append(self._file(key, None, key))
             return
-        normal = negation_normal_form(filter.expr)
-        conjunctions = disjunctive_normal_form(normal)
         if conjunctions is None:
+            normal = negation_normal_form(filter.expr)
             accesses = necessary_accesses(normal)
             whole = (None, -math.inf, True, math.inf, True, key, filter.matches)
             for necessary in [None] if accesses is None else accesses:

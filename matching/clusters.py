@@ -151,6 +151,13 @@ def leaf(root: Nested, path: tuple[Hashable, ...], make: Callable[[], LeafT]) ->
 
 def drop_from_leaf(root: Nested, path: tuple[Hashable, ...], entry: int) -> None:
     """Drop ``entry`` from the leaf at ``path``, pruning what is left empty."""
+    if len(path) == 2:  # (attribute, value): the commonest, unrolled
+        by_value = root[path[0]]
+        if by_value[path[1]].drop(entry):
+            del by_value[path[1]]
+            if not by_value:
+                del root[path[0]]
+        return
     nodes = [root]
     for step in path[:-1]:
         nodes.append(nodes[-1][step])

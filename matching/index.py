@@ -33,6 +33,7 @@ import numpy.typing as npt
 from matching.arrays import ArrayIndex, array_layouts
 from matching.ast import Value
 from matching.clustered import ClusterIndex, Key
+from matching.normal import Conjunction, conjunctions_of
 from matching.parser import Filter
 
 #: Filters from which an index keeps them in bulk too (and drops that below half):
@@ -94,10 +95,11 @@ class _Bulk(Generic[Key]):
         self.table: npt.NDArray[np.object_] = np.empty(1024, object)
         self.free: list[int] = []
 
-    def add(self, key: Key, filter: Filter) -> None:
-        layouts = array_layouts(filter)
+    def add(self, key: Key, filter: Filter, conjunctions: Sequence[Conjunction] | None
+            ) -> None:
+        layouts = array_layouts(conjunctions)
         if layouts is None:
-            self.rest.add(key, filter)
+            self.rest.add(key, filter, conjunctions)
             return
         if self.free:
             slot = self.free.pop()
@@ -155,13 +157,16 @@ class Index(Generic[Key]):
         """File ``filter`` under ``key`` (any hashable), replacing what ``key`` had."""
         if key in self._clusters:
             self.remove(key)
-        self._clusters.add(key, filter)
-        if self._bulk is not None:
-            self._bulk.add(key, filter)
-        elif len(self._clusters) >= self._arrays_from:
-            bulk = self._bulk = _Bulk()
-            for held, held_filter in self._clusters.items():
-                bulk.add(held, held_filter)
+        if self._bulk is None:
+            self._clusters.add(key, filter)
+            if len(self._clusters) >= self._arrays_from:
+                bulk = self._bulk = _Bulk()
+                for held, held_filter in self._clusters.items():
+                    bulk.add(held, held_filter, conjunctions_of(held_filter.expr))
+            return
+        conjunctions = conjunctions_of(filter.expr)
+        self._clusters.add(key, filter, conjunctions)
+        self._bulk.add(key, filter, conjunctions)
 
     def remove(self, key: Key) -> None:
         """Forget the filter of ``key``; KeyError when there is none."""
