@@ -36,9 +36,10 @@ from matching.clustered import ClusterIndex, Key
 from matching.normal import Conjunction, conjunctions_of
 from matching.parser import Filter
 
-#: Filters from which an index keeps them in bulk too (and drops that below half):
-#: with fewer, a batch costs about as much either way, and adding is cheaper.
-ARRAYS_FROM = 4096
+#: Filters from which an index keeps them in bulk too (and drops that below half).
+#: With fewer, batches gain little (at 10,000 skewed filters, bench/matching.py: 15% at
+#: 0.6% matched, none at 0.1%), while adding costs twice as much.
+ARRAYS_FROM = 16_384
 #: Matches per event (a running mean) from which one event goes the bulk way: at
 #: 100,000 subscriptions the two ways cost the same at about 150-200 matches
 #: (bench/matching.py).
