@@ -6,16 +6,18 @@ through hash and interval clusters and checks each one in Python: the cheapest w
 one event that matches few filters (the commonest case), at a cost that grows with the
 filters the event meets.
 
-An index with many filters (:data:`ARRAYS_FROM`) keeps them a second way, in bulk
-(:class:`_Bulk`): the filters of equalities and numeric intervals (*array-shaped*,
-:mod:`matching.atoms`: the bulk of real subscriptions) in an
-:class:`~matching.arrays.ArrayIndex`, which finds and checks candidates with numpy (a
-fixed cost of some tens of microseconds per call, then a small cost per candidate), the
-others in a second cluster index of their own. :meth:`Index.match_many` matches a batch
-of events that way, paying numpy's per-call costs once for all of them; :meth:`Index.match`
-goes that way too while recent events matched many filters (:data:`BULK_MATCHES` on
-average), where the clusters would pay a Python check per candidate. Every structure is
-exact, so the way taken changes only the cost.
+An index with many filters (:data:`ARRAYS_FROM`) keeps them a second way too, in bulk
+(:class:`_Bulk`), from the first time it needs to (a batch, or events that match many
+filters: an index that never needs it never pays for it). The filters of equalities
+and numeric intervals (*array-shaped*, :mod:`matching.atoms`: the bulk of real
+subscriptions) go to an :class:`~matching.arrays.ArrayIndex`, which finds and checks
+candidates with numpy (a fixed cost of some tens of microseconds per call, then a small
+cost per candidate), the others to a second cluster index of their own.
+:meth:`Index.match_many` matches a batch of events that way, paying numpy's per-call
+costs once for all of them; :meth:`Index.match` goes that way too while recent events
+matched many filters (:data:`BULK_MATCHES` on average), where the clusters would pay a
+Python check per candidate. Every structure is exact, so the way taken changes only
+the cost.
 
 A batch's answers are :class:`Matches`: an array of slots and the table that names
 their keys, so a caller that only counts, or only asks whether any filter matched,
@@ -134,7 +136,7 @@ class Index(Generic[Key]):
         self._bulk: _Bulk[Key] | None = None
         self._arrays_from = arrays_from
         self._bulk_matches = bulk_matches
-        #: Running mean of the filters matched per event, while there is a bulk index.
+        #: Running mean of the filters matched per event, while there are arrays_from.
         self._recent = 0.0
 
     def __len__(self) -> int:
@@ -160,14 +162,18 @@ class Index(Generic[Key]):
             self.remove(key)
         if self._bulk is None:
             self._clusters.add(key, filter)
-            if len(self._clusters) >= self._arrays_from:
-                bulk = self._bulk = _Bulk()
-                for held, held_filter in self._clusters.items():
-                    bulk.add(held, held_filter, conjunctions_of(held_filter.expr))
             return
         conjunctions = conjunctions_of(filter.expr)
         self._clusters.add(key, filter, conjunctions)
         self._bulk.add(key, filter, conjunctions)
+
+    def _bulk_index(self) -> _Bulk[Key] | None:
+        """The bulk index, made now if there are enough filters for one."""
+        if self._bulk is None and len(self._clusters) >= self._arrays_from:
+            bulk = self._bulk = _Bulk()
+            for key, filter in self._clusters.items():
+                bulk.add(key, filter, conjunctions_of(filter.expr))
+        return self._bulk
 
     def remove(self, key: Key) -> None:
         """Forget the filter of ``key``; KeyError when there is none."""
@@ -180,10 +186,11 @@ class Index(Generic[Key]):
 
     def match(self, attrs: Mapping[str, Value]) -> set[Key]:
         """The keys of the filters that are TRUE for ``attrs``."""
-        if self._bulk is None:
-            return self._clusters.match(attrs)
+        clusters = self._clusters
+        if len(clusters) < self._arrays_from:
+            return clusters.match(attrs)
         if self._recent < self._bulk_matches:
-            found = self._clusters.match(attrs)
+            found = clusters.match(attrs)
             self._recent += (len(found) - self._recent) * _RECENT_WEIGHT
             return found
         return set(self.match_many([attrs])[0].keys())
@@ -191,10 +198,11 @@ class Index(Generic[Key]):
     def match_many(self, events: Sequence[Mapping[str, Value]]) -> list[Matches[Key]]:
         """The filters that are TRUE for each event: with many filters, one pass over
         them for all the events, so numpy's per-call costs are paid once."""
-        if self._bulk is None:
+        bulk = self._bulk_index()
+        if bulk is None:
             return [Matches(_NO_SLOTS, _NO_KEYS, self._clusters.match(attrs))
                     for attrs in events]
-        found = self._bulk.match_many(events)
+        found = bulk.match_many(events)
         if found:
             mean = sum(map(len, found)) / len(found)
             self._recent += (mean - self._recent) * _RECENT_WEIGHT
