@@ -7,8 +7,8 @@ one event that matches few filters (the commonest case), at a cost that grows wi
 filters the event meets.
 
 An index with many filters (:data:`ARRAYS_FROM`) keeps them a second way too, in bulk
-(:class:`_Bulk`), from the first time it needs to (a batch, or events that match many
-filters: an index that never needs it never pays for it). The filters of equalities
+(:class:`_Bulk`), from its first batch on (an index only ever asked one event at a
+time never pays for it). The filters of equalities
 and numeric intervals (*array-shaped*, :mod:`matching.atoms`: the bulk of real
 subscriptions) go to an :class:`~matching.arrays.ArrayIndex`, which finds and checks
 candidates with numpy (a fixed cost of some tens of microseconds per call, then a small
@@ -136,7 +136,7 @@ class Index(Generic[Key]):
         self._bulk: _Bulk[Key] | None = None
         self._arrays_from = arrays_from
         self._bulk_matches = bulk_matches
-        #: Running mean of the filters matched per event, while there are arrays_from.
+        #: Running mean of the filters matched per event, while there is a bulk index.
         self._recent = 0.0
 
     def __len__(self) -> int:
@@ -186,14 +186,14 @@ class Index(Generic[Key]):
 
     def match(self, attrs: Mapping[str, Value]) -> set[Key]:
         """The keys of the filters that are TRUE for ``attrs``."""
-        clusters = self._clusters
-        if len(clusters) < self._arrays_from:
-            return clusters.match(attrs)
+        bulk = self._bulk
+        if bulk is None:
+            return self._clusters.match(attrs)
         if self._recent < self._bulk_matches:
-            found = clusters.match(attrs)
+            found = self._clusters.match(attrs)
             self._recent += (len(found) - self._recent) * _RECENT_WEIGHT
             return found
-        return set(self.match_many([attrs])[0].keys())
+        return set(self._in_bulk(bulk, [attrs])[0].keys())
 
     def match_many(self, events: Sequence[Mapping[str, Value]]) -> list[Matches[Key]]:
         """The filters that are TRUE for each event: with many filters, one pass over
@@ -202,6 +202,10 @@ class Index(Generic[Key]):
         if bulk is None:
             return [Matches(_NO_SLOTS, _NO_KEYS, self._clusters.match(attrs))
                     for attrs in events]
+        return self._in_bulk(bulk, events)
+
+    def _in_bulk(self, bulk: _Bulk[Key], events: Sequence[Mapping[str, Value]]
+                 ) -> list[Matches[Key]]:
         found = bulk.match_many(events)
         if found:
             mean = sum(map(len, found)) / len(found)

@@ -189,9 +189,11 @@ def test_a_bulk_index_is_kept_from_the_bound_and_dropped_below_half_of_it() -> N
     for key, text in enumerate(texts):
         live[key] = parse(text)
         index.add(key, live[key])
-        assert index._bulk is None or len(index) >= 10  # made when first needed
+        assert index._bulk is None or len(index) >= 10  # made at the first batch
         assert [index.match(a) for a in evs] == [_expected(live, a) for a in evs]
+        assert [set(m) for m in index.match_many(evs)] == [_expected(live, a) for a in evs]
         assert (index._bulk is not None) == (len(index) >= 10)
+        assert [index.match(a) for a in evs] == [_expected(live, a) for a in evs]
     for key in list(live):
         index.remove(key)
         del live[key]
