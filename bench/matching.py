@@ -25,18 +25,36 @@ exact filters; coarse beyond), of N subscriptions and of a merge of 10 such summ
 the false-positive rate (``Summary.precision``: yes answers on events no filter
 matches), the CBOR size and the build time.
 
-Run: .venv/bin/python bench/matching.py [--quick]
-(--quick: 1k and 10k subscriptions, fewer events, summaries up to 1,000 filters.)
+Skewed workloads (``--skewed``, also part of a full run): popular values appear in many
+filters and many events, so far more subscriptions match each event. Five string
+attributes whose values follow a Zipf law (in subscriptions and events alike), five
+numeric ones uniform in [0, 1000); each subscription a conjunction of 1-3 predicates on
+distinct attributes, three quarters string equalities, one quarter ``BETWEEN`` ranges,
+5% an OR of two conjunctions. Four settings of value count, Zipf exponent and range
+width give match rates from about 0.01% to 2% (:data:`SKEWED`). For each: events/s one
+event at a time (``Index.match``: a set of keys) and in batches
+(``Index.match_many``, when the index has it), in CPU and wall time, matches per
+event, microseconds per match, one-by-one evaluation on a sample, and add/remove costs
+(add: building the index; an index with ``match_many`` makes its bulk copy at the first
+batch, whose cost per filter is printed beside; re-add and remove come after the
+batches, with that copy kept).
+
+Run: .venv/bin/python bench/matching.py [--quick] [--skewed] [--count N]
+(--quick: 1k and 10k subscriptions, fewer events, summaries up to 1,000 filters;
+--skewed: only the skewed workloads, at --count subscriptions, 100,000 by default.)
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import random
 import sys
 import time
 import tracemalloc
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import cbor2
@@ -54,14 +72,22 @@ ZIPF_WEIGHTS = [1 / k**1.2 for k in range(1, VALUES + 1)]
 Event = dict[str, object]
 
 
-def conjunction(rng: random.Random) -> str:
+def pick_attributes(rng: random.Random, strings: list[str], numbers: list[str],
+                    string_share: float, size: int | None = None) -> list[str]:
+    """``size`` distinct attributes, each a string one with probability
+    ``string_share``; with no ``size``, a size of 1-3 drawn again at each step (how the
+    first workload always drew them: kept, so that its figures stay comparable)."""
     chosen: list[str] = []
-    while len(chosen) < rng.randint(1, 3):
-        attr = rng.choice(STRING_ATTRS if rng.random() < 0.8 else NUMBER_ATTRS)
+    while len(chosen) < (rng.randint(1, 3) if size is None else size):
+        attr = rng.choice(strings if rng.random() < string_share else numbers)
         if attr not in chosen:
             chosen.append(attr)
+    return chosen
+
+
+def conjunction(rng: random.Random) -> str:
     preds = []
-    for attr in chosen:
+    for attr in pick_attributes(rng, STRING_ATTRS, NUMBER_ATTRS, 0.8):
         if attr.startswith("s"):
             preds.append(f"{attr} = 'v{rng.randrange(VALUES)}'")
         elif (form := rng.randrange(3)) == 0:
@@ -85,6 +111,128 @@ def event(rng: random.Random) -> Event:
                     for a in STRING_ATTRS}
     attrs.update({a: rng.uniform(0, 1000) for a in NUMBER_ATTRS})
     return attrs
+
+
+@dataclass(frozen=True)
+class Skew:
+    """One skewed workload: string values v0..v{values-1} drawn Zipf(exponent), range
+    widths uniform in [width_low, width_high]."""
+
+    name: str
+    values: int
+    exponent: float
+    width_low: float
+    width_high: float
+
+
+#: Match rates measured at 100k subscriptions: about 0.01%, 0.12%, 0.6% and 2%.
+SKEWED = [Skew("0.01%", 10_000, 0.3, 0.1, 2.0), Skew("0.1%", 1000, 0.3, 1.0, 20.0),
+          Skew("0.6%", 1000, 0.7, 5.0, 100.0), Skew("2%", 1000, 1.15, 5.0, 100.0)]
+SKEWED_STRINGS = [f"s{i}" for i in range(5)]
+SKEWED_NUMBERS = [f"n{i}" for i in range(5)]
+SKEWED_BATCH = 64
+
+
+class SkewedWorkload:
+    def __init__(self, skew: Skew, rng: random.Random) -> None:
+        self.skew, self.rng = skew, rng
+        self.values = [f"v{k}" for k in range(skew.values)]
+        self.cumulative = list(itertools.accumulate(
+            1 / k**skew.exponent for k in range(1, skew.values + 1)))
+
+    def value(self) -> str:
+        return self.rng.choices(self.values, cum_weights=self.cumulative)[0]
+
+    def conjunction(self) -> str:
+        rng, preds = self.rng, []
+        for attr in pick_attributes(rng, SKEWED_STRINGS, SKEWED_NUMBERS, 0.75,
+                                    rng.randint(1, 3)):
+            if attr.startswith("s"):
+                preds.append(f"{attr} = '{self.value()}'")
+            else:
+                width = rng.uniform(self.skew.width_low, self.skew.width_high)
+                low = rng.uniform(0, 1000 - width)
+                preds.append(f"{attr} BETWEEN {low:.2f} AND {low + width:.2f}")
+        return " AND ".join(preds)
+
+    def subscription(self) -> str:
+        if self.rng.random() < 0.05:
+            return f"({self.conjunction()}) OR ({self.conjunction()})"
+        return self.conjunction()
+
+    def event(self) -> Event:
+        attrs: Event = {a: self.value() for a in SKEWED_STRINGS}
+        attrs.update({a: self.rng.uniform(0, 1000) for a in SKEWED_NUMBERS})
+        return attrs
+
+
+def rates(run: Callable[[], object], events: int) -> tuple[float, float]:
+    """Events/s of ``run`` (which handles ``events`` events) in CPU and in wall time."""
+    start, cpu = time.perf_counter(), time.process_time()
+    run()
+    return events / (time.process_time() - cpu), events / (time.perf_counter() - start)
+
+
+def measure_skewed(skew: Skew, count: int, events: int, sample: int, rng: random.Random
+                   ) -> None:
+    workload = SkewedWorkload(skew, rng)
+    filters = [parse(workload.subscription()) for _ in range(count)]
+    evs = [workload.event() for _ in range(events)]
+    index, add_us = build(filters)
+    match_many = getattr(index, "match_many", None)
+    bulk_us = None
+    if match_many is not None:  # the first batch makes the bulk copy: its cost per filter
+        cpu = time.process_time()
+        match_many(evs[:1])
+        bulk_us = (time.process_time() - cpu) / count * 1e6
+    match_one = index.match
+    matched = sum(len(match_one(e)) for e in evs[:200])  # warm caches
+
+    def one_at_a_time() -> None:
+        nonlocal matched
+        matched = sum(len(match_one(e)) for e in evs)
+    single_cpu, single_wall = rates(one_at_a_time, events)
+    line = (f"{skew.name:>5} skewed {count:>7,} subs | one at a time {single_cpu:>7,.0f} ev/s "
+            f"CPU ({single_wall:>7,.0f} wall)")
+    batch_cpu = None
+    if match_many is not None:
+        def batches() -> None:
+            for i in range(0, events, SKEWED_BATCH):
+                match_many(evs[i:i + SKEWED_BATCH])
+        batch_cpu, batch_wall = rates(batches, events)
+        line += (f" | batches of {SKEWED_BATCH} {batch_cpu:>7,.0f} ev/s CPU "
+                 f"({batch_wall:>7,.0f} wall)")
+    per_event = matched / events
+    sample_evs = evs[:sample]
+    cpu = time.process_time()
+    one_by_one = [{k for k, f in enumerate(filters) if f.matches(e)} for e in sample_evs]
+    brute_rate = len(sample_evs) / (time.process_time() - cpu)
+    assert one_by_one == [index.match(e) for e in sample_evs], "index disagrees"
+    if match_many is not None:
+        assert one_by_one == [set(m) for m in match_many(sample_evs)], "batch disagrees"
+    remove_us, readd_us = churn(index, filters)
+    assert one_by_one == [index.match(e) for e in sample_evs], "index disagrees after churn"
+    batch_note = "" if batch_cpu is None else \
+        f" ({1e6 / batch_cpu / max(per_event, 1):.3f} in batches)"
+    bulk_note = "" if bulk_us is None else f" (+{bulk_us:4.1f} at the first batch)"
+    print(line + f" | one-by-one {brute_rate:,.1f} ev/s ({len(sample_evs)} ev) | "
+          f"x{single_cpu / brute_rate:,.0f} | {per_event:,.0f} matches/ev (rate "
+          f"{per_event / count:.3%}) | {1e6 / single_cpu / max(per_event, 1):.3f} us/match"
+          f"{batch_note} | add {add_us:4.1f} us{bulk_note} | re-add {readd_us:4.1f} us | "
+          f"remove {remove_us:4.1f} us", flush=True)
+
+
+def churn(index: Index, filters: list[Filter]) -> tuple[float, float]:
+    """Microseconds per ``remove`` and per ``add`` back, for every tenth filter."""
+    removed = range(0, len(filters), 10)
+    cpu = time.process_time()
+    for key in removed:
+        index.remove(key)
+    remove_us = (time.process_time() - cpu) / len(removed) * 1e6
+    cpu = time.process_time()
+    for key in removed:
+        index.add(key, filters[key])
+    return remove_us, (time.process_time() - cpu) / len(removed) * 1e6
 
 
 def build(filters: list[Filter]) -> tuple[Index, float]:
@@ -121,15 +269,7 @@ def measure_index(count: int, events: int, sample: int, rng: random.Random) -> N
     brute_rate = len(sample_evs) / (time.process_time() - cpu)
     assert one_by_one == [index.match(e) for e in sample_evs], "index disagrees"
 
-    removed = range(0, count, 10)
-    cpu = time.process_time()
-    for key in removed:
-        index.remove(key)
-    remove_us = (time.process_time() - cpu) / len(removed) * 1e6
-    cpu = time.process_time()
-    for key in removed:
-        index.add(key, filters[key])
-    readd_us = (time.process_time() - cpu) / len(removed) * 1e6
+    remove_us, readd_us = churn(index, filters)
     assert one_by_one == [index.match(e) for e in sample_evs], "index disagrees after churn"
 
     memory = index_memory(filters)
@@ -164,10 +304,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a fast smoke run")
+    parser.add_argument("--skewed", action="store_true", help="only the skewed workloads")
+    parser.add_argument("--count", type=int, default=100_000,
+                        help="subscriptions of the skewed workloads")
     args = parser.parse_args()
     rng = random.Random(7)
     print(f"Python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f} on "
           f"{os.cpu_count()} cores; events/s per CPU second of this process")
+    count = 10_000 if args.quick and not args.skewed else args.count
+    for skew in SKEWED:
+        measure_skewed(skew, count, 1000 if args.quick else 5000, 10, random.Random(11))
+    print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
+    if args.skewed:
+        return
     for count in [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]:
         events = 1000 if args.quick else 5000
         sample = {1_000: 200, 10_000: 50, 100_000: 10}[count]

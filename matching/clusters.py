@@ -11,13 +11,18 @@ After :func:`matching.access.plan` picked a conjunction's most selective access,
   holds;
 - :class:`Bucket` holds a cluster's conjunctions: those decided by the access, and the
   pending ones.
+
+Both indexes (:mod:`matching.clustered`, :mod:`matching.arrays`) keep their clusters in
+nested dicts (attribute, value[, attribute, value]), filed, pruned and looked up by
+:func:`leaf`, :func:`drop_from_leaf` and :func:`paired_leaves`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from matching.access import Equals, Range, access_of
 from matching.ast import Expr
@@ -117,3 +122,66 @@ class Bucket:
             if not self.pending:
                 self.pending = None
         return self.direct is None and self.pending is None
+
+
+#: Nested dicts whose depth is the length of the paths filed in them.
+Nested = dict[Any, Any]
+
+
+class Leaf(Protocol):
+    def drop(self, entry: int) -> bool:
+        """Forget ``entry``; whether the leaf is now empty."""
+        ...
+
+
+LeafT = TypeVar("LeafT", bound=Leaf)
+
+
+def leaf(root: Nested, path: tuple[Hashable, ...], make: Callable[[], LeafT]) -> LeafT:
+    """The leaf at ``path`` (attribute, value[, attribute, value]) of nested dicts,
+    made when missing."""
+    node = root
+    for step in path[:-1]:
+        node = node.setdefault(step, {})
+    found: LeafT | None = node.get(path[-1])
+    if found is None:
+        found = node[path[-1]] = make()
+    return found
+
+
+def drop_from_leaf(root: Nested, path: tuple[Hashable, ...], entry: int) -> None:
+    """Drop ``entry`` from the leaf at ``path``, pruning what is left empty."""
+    if len(path) == 2:  # (attribute, value): the commonest, unrolled
+        by_value = root[path[0]]
+        if by_value[path[1]].drop(entry):
+            del by_value[path[1]]
+            if not by_value:
+                del root[path[0]]
+        return
+    nodes = [root]
+    for step in path[:-1]:
+        nodes.append(nodes[-1][step])
+    if not nodes[-1][path[-1]].drop(entry):
+        return
+    del nodes[-1][path[-1]]
+    for node, step in zip(reversed(nodes[:-1]), reversed(path[:-1]), strict=True):
+        if node[step]:  # a dict with other entries
+            break
+        del node[step]
+
+
+_MISSING = object()
+
+
+def paired_leaves(pairs: Nested, keyed: Mapping[str, Hashable]) -> Iterator[Any]:
+    """The leaves of ``pairs`` (attribute, value, later attribute, value) whose two
+    values the event has (``keyed``: its value keys); an event whose value of the first
+    attribute no pair names costs two lookups."""
+    for first, key in keyed.items():
+        by_value = pairs.get(first)
+        if by_value is None or (by_second := by_value.get(key)) is None:
+            continue
+        for second, table in by_second.items():
+            other = keyed.get(second, _MISSING)
+            if other is not _MISSING and (found := table.get(other)) is not None:
+                yield found

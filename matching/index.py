@@ -1,308 +1,214 @@
 """An index over many filters: which of them are TRUE for an event, without evaluating
 each one.
 
-Every filter is split into conjunctions (:mod:`matching.normal`; NOT pushed down to the
-predicates first). Each conjunction is clustered under an access predicate
-(:func:`matching.access.plan`, then :mod:`matching.clusters`), as in Fabret et al.
-2001 ("Filtering algorithms and implementation for very fast publish/subscribe"):
+Every filter sits in a :class:`~matching.clustered.ClusterIndex`, which finds candidates
+through hash and interval clusters and checks each one in Python: the cheapest way for
+one event that matches few filters (the commonest case), at a cost that grows with the
+filters the event meets.
 
-- equalities (``a = v``, ``a IN (...)``, ``b <> TRUE``, ``s LIKE 'abc'``) on two
-  attributes: a hash table per pair of attribute names, keyed by the pair of values
-  (multi-attribute hashing); an event looks up each pair of its attributes that some
-  cluster names, so a conjunction of two equalities costs nothing until both hold;
-- an equality on one attribute: a hash table per attribute, keyed by value;
-- a range (``<``, ``>=``, ``BETWEEN``, bounds on one attribute merged into an interval):
-  :class:`~matching.ranges.RangeTable` s per kind (numbers, strings);
-- the presence of an attribute (``NOT IN``, ``LIKE '%x'``, ``<>``, ``IS NOT NULL``...):
-  a cluster per attribute;
-- nothing to look up (``IS NULL``, comparisons between two attributes): a residual
-  cluster checked on every event.
+An index with many filters (:data:`ARRAYS_FROM`) keeps them a second way too, in bulk
+(:class:`_Bulk`), from its first batch on (an index only ever asked one event at a
+time never pays for it). The filters of equalities
+and numeric intervals (*array-shaped*, :mod:`matching.atoms`: the bulk of real
+subscriptions) go to an :class:`~matching.arrays.ArrayIndex`, which finds and checks
+candidates with numpy (a fixed cost of some tens of microseconds per call, then a small
+cost per candidate), the others to a second cluster index of their own.
+:meth:`Index.match_many` matches a batch of events that way, paying numpy's per-call
+costs once for all of them; :meth:`Index.match` goes that way too while recent events
+matched many filters (:data:`BULK_MATCHES` on average), where the clusters would pay a
+Python check per candidate. Every structure is exact, so the way taken changes only
+the cost.
 
-A conjunction whose access is all there is to it (``sym = 'A' AND px = 3``) matches on
-lookup: its key joins the result at C speed with the rest of its cluster's. Of the
-others, those left with one numeric interval (``sym = 'A' AND px > 3``) are checked
-inline from plain data, the rest by a compiled check, run only on the events that reach
-them. A filter whose DNF would be too large is filed whole under a set of accesses one
-of which it implies, with its own test as the check. So ``match`` answers exactly the
-set of filters whose value is TRUE, and adding or removing a filter costs a hash update
-or a bisection per conjunction, never a rebuild.
+A batch's answers are :class:`Matches`: an array of slots and the table that names
+their keys, so a caller that only counts, or only asks whether any filter matched,
+builds no Python object per match.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Hashable, Iterator, Mapping
-from typing import Any, Generic, Literal, TypeVar
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from typing import Generic
 
-from matching.access import BOOL_TAG, Access, Equals, Present, Range, necessary_accesses, plan
-from matching.ast import Value, kind_of
-from matching.clusters import Bucket, Pair, Pending, pair_plan, pending_item
-from matching.normal import disjunctive_normal_form, negation_normal_form
+import numpy as np
+import numpy.typing as npt
+
+from matching.arrays import ArrayIndex, array_layouts
+from matching.ast import Value
+from matching.clustered import ClusterIndex, Key
+from matching.normal import Conjunction, conjunctions_of
 from matching.parser import Filter
-from matching.ranges import Handle, RangeTable
 
-#: (attribute, value key[, attribute, value key]): where a bucket sits in nested dicts
-_Path = tuple[Hashable, ...]
-#: Nested dicts whose depth is the length of the paths filed in them.
-_Nested = dict[Any, Any]
-# Where an entry was filed, to undo it.
-_Place = (tuple[Literal["always"]] | tuple[Literal["residual"]]
-          | tuple[Literal["eq"], list[_Path]] | tuple[Literal["pair"], list[_Path]]
-          | tuple[Literal["range"], RangeTable, Handle, str] | tuple[Literal["present"], str])
-_MISSING = object()
-#: What the caller files filters under (subscription ids, child names, ...).
-Key = TypeVar("Key", bound=Hashable)
+#: Filters from which an index keeps them in bulk too (and drops that below half).
+#: With fewer, batches gain little (at 10,000 skewed filters, bench/matching.py: 15% at
+#: 0.6% matched, none at 0.1%), while adding costs twice as much.
+ARRAYS_FROM = 16_384
+#: Matches per event (a running mean) from which one event goes the bulk way: at
+#: 100,000 subscriptions the two ways cost the same at about 150-200 matches
+#: (bench/matching.py).
+BULK_MATCHES = 200.0
+#: Weight of the last event in that running mean.
+_RECENT_WEIGHT = 1 / 16
 
-
-def _put(root: _Nested, paths: list[_Path], entry: int, item: Hashable | Pending,
-         direct: bool) -> None:
-    """File under each path of nested dicts (attribute, value[, attribute, value])."""
-    for path in paths:
-        node = root
-        for step in path[:-1]:
-            node = node.setdefault(step, {})
-        bucket = node.get(path[-1])
-        if bucket is None:
-            bucket = node[path[-1]] = Bucket()
-        bucket.put(entry, item, direct)
+_NO_SLOTS: npt.NDArray[np.int64] = np.empty(0, np.int64)
+_NO_KEYS: npt.NDArray[np.object_] = np.empty(0, object)
 
 
-def _drop(root: _Nested, paths: list[_Path], entry: int) -> None:
-    """Undo :func:`_put`, pruning what is left empty."""
-    for path in paths:
-        nodes = [root]
-        for step in path[:-1]:
-            nodes.append(nodes[-1][step])
-        for node, step in zip(reversed(nodes), reversed(path), strict=True):
-            if isinstance(node[step], Bucket):
-                if not node[step].drop(entry):
-                    break
-            elif node[step]:
-                break
-            del node[step]
+class Matches(Generic[Key]):
+    """The filters an event matched: ``slots`` (distinct) in the bulk index's table of
+    keys, and ``extra``, the keys matched elsewhere (distinct from those). Read it
+    before the index changes: a slot freed by ``remove`` is reused."""
+
+    __slots__ = ("_table", "extra", "slots")
+
+    def __init__(self, slots: npt.NDArray[np.int64], table: npt.NDArray[np.object_],
+                 extra: Collection[Key] = ()) -> None:
+        self.slots = slots
+        self._table = table
+        self.extra = extra
+
+    def __len__(self) -> int:
+        return len(self.slots) + len(self.extra)
+
+    def __bool__(self) -> bool:
+        return len(self.slots) > 0 or len(self.extra) > 0
+
+    def keys(self) -> list[Key]:
+        """The keys of the filters matched (in no particular order)."""
+        # The table holds the keys given to ``add``: Key, by its signature.
+        found: list[Key] = self._table[self.slots].tolist() if len(self.slots) else []
+        found.extend(self.extra)
+        return found
+
+    def __iter__(self) -> Iterator[Key]:
+        return iter(self.keys())
+
+    def __repr__(self) -> str:
+        return f"Matches({self.keys()!r})"
+
+
+class _Bulk(Generic[Key]):
+    """The filters again, for matching in bulk: array-shaped ones in an
+    :class:`ArrayIndex` under dense slot numbers, the others in clusters of their own."""
+
+    def __init__(self) -> None:
+        self.arrays = ArrayIndex()
+        self.rest: ClusterIndex[Key] = ClusterIndex()
+        self.slots: dict[Key, int] = {}
+        #: slot -> key (an object array: indexing it with slots runs in C)
+        self.table: npt.NDArray[np.object_] = np.empty(1024, object)
+        self.free: list[int] = []
+
+    def add(self, key: Key, filter: Filter, conjunctions: Sequence[Conjunction] | None
+            ) -> None:
+        layouts = array_layouts(conjunctions)
+        if layouts is None:
+            self.rest.add(key, filter, conjunctions)
+            return
+        if self.free:
+            slot = self.free.pop()
+        else:
+            slot = len(self.slots)
+            if slot == len(self.table):
+                self.table = np.concatenate([self.table, np.empty(slot, object)])
+        self.slots[key] = slot
+        self.table[slot] = key
+        self.arrays.add(slot, filter, layouts)
+
+    def remove(self, key: Key) -> None:
+        slot = self.slots.pop(key, None)
+        if slot is None:
+            self.rest.remove(key)
+            return
+        self.arrays.remove(slot)
+        self.table[slot] = None
+        self.free.append(slot)
+
+    def match_many(self, events: Sequence[Mapping[str, Value]]) -> list[Matches[Key]]:
+        table, rest = self.table, self.rest if len(self.rest) else None
+        return [Matches(slots, table, () if rest is None else rest.match(attrs))
+                for attrs, slots in zip(events, self.arrays.match_many(events), strict=True)]
 
 
 class Index(Generic[Key]):
-    def __init__(self) -> None:
-        self._filters: dict[Key, Filter] = {}
-        self._places: dict[Key, list[tuple[int, _Place]]] = {}
-        #: attr -> value key -> bucket
-        self._equal: dict[str, dict[Hashable, Bucket]] = {}
-        #: attr -> value key -> later attr -> value key -> bucket: an event whose value
-        #: of the first attribute no pair names is done after two lookups
-        self._pairs: dict[str, dict[Hashable, dict[str, dict[Hashable, Bucket]]]] = {}
-        #: kind -> table; items as in a Bucket
-        self._ranges = {"num": RangeTable(), "str": RangeTable()}
-        #: attribute -> how many range entries it has (of any kind)
-        self._ranged: dict[str, int] = {}
-        self._present: dict[str, Bucket] = {}
-        self._residual = Bucket()
-        self._always = Bucket()
-        self._entries = 0
-        #: Entries filed anywhere but as always TRUE: with none, ``match`` is the keys
-        #: filed as always TRUE, with no lookup (the empty filter is the commonest).
-        self._selective = 0
-        #: Filters not TRUE for every event (some entry not always TRUE, or no entry:
-        #: a filter that is never TRUE).
-        self._not_everywhere = 0
+    def __init__(self, arrays_from: int = ARRAYS_FROM, bulk_matches: float = BULK_MATCHES
+                 ) -> None:
+        self._clusters: ClusterIndex[Key] = ClusterIndex()
+        self._bulk: _Bulk[Key] | None = None
+        self._arrays_from = arrays_from
+        self._bulk_matches = bulk_matches
+        #: Running mean of the filters matched per event, while there is a bulk index.
+        self._recent = 0.0
 
     def __len__(self) -> int:
-        return len(self._filters)
+        return len(self._clusters)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._filters
+        return key in self._clusters
 
     def __iter__(self) -> Iterator[Key]:
-        return iter(self._filters)
+        return iter(self._clusters)
 
     def get(self, key: Key) -> Filter | None:
-        return self._filters.get(key)
+        return self._clusters.get(key)
 
     @property
     def matches_everything(self) -> bool:
         """Every filter held is TRUE for every event (``match`` answers all keys)."""
-        return not self._not_everywhere
+        return self._clusters.matches_everything
 
     def add(self, key: Key, filter: Filter) -> None:
         """File ``filter`` under ``key`` (any hashable), replacing what ``key`` had."""
-        if key in self._filters:
+        if key in self._clusters:
             self.remove(key)
-        self._filters[key] = filter
-        places: list[tuple[int, _Place]] = []
-        self._places[key] = places
-        self._file_all(key, filter, places)
-        if not _everywhere(places):
-            self._not_everywhere += 1
-
-    def _file_all(self, key: Key, filter: Filter, places: list[tuple[int, _Place]]
-                  ) -> None:
-        """File each conjunction of ``filter`` (none when it is never TRUE) at ``places``."""
-        if filter.expr is None:
-            places.append(self._file(key, None, key))
+        if self._bulk is None:
+            self._clusters.add(key, filter)
             return
-        normal = negation_normal_form(filter.expr)
-        conjunctions = disjunctive_normal_form(normal)
-        if conjunctions is None:
-            accesses = necessary_accesses(normal)
-            whole = (None, -math.inf, True, math.inf, True, key, filter.matches)
-            for necessary in [None] if accesses is None else accesses:
-                places.append(self._file(key, necessary, whole))
-            return
-        for conjunction in conjunctions:
-            how = plan(conjunction)
-            if how.never:
-                continue
-            access: Access | Pair | None = how.access
-            rest = how.rest
-            if isinstance(access, Equals) and (paired := pair_plan(access, rest)):
-                access, rest = paired
-            places.append(self._file(key, access, pending_item(rest, key) if rest else key))
+        conjunctions = conjunctions_of(filter.expr)
+        self._clusters.add(key, filter, conjunctions)
+        self._bulk.add(key, filter, conjunctions)
 
-    def _file(self, key: Key, access: Access | Pair | None, item: Hashable | Pending
-              ) -> tuple[int, _Place]:
-        """File one conjunction: ``item`` is ``key`` when the access decides it alone,
-        else its pending check."""
-        self._entries += 1
-        entry = self._entries
-        direct = item is key
-        if access is not None or not direct:
-            self._selective += 1
-        if access is None:
-            if direct:
-                self._always.put(entry, item, direct)
-                return entry, ("always",)
-            self._residual.put(entry, item, direct)
-            return entry, ("residual",)
-        paths: list[_Path]
-        if isinstance(access, Pair):
-            first, second = access.first, access.second
-            paths = [(first.attr, a, second.attr, b) for a in first.keys for b in second.keys]
-            _put(self._pairs, paths, entry, item, direct)
-            return entry, ("pair", paths)
-        if isinstance(access, Equals):
-            paths = [(access.attr, value) for value in access.keys]
-            _put(self._equal, paths, entry, item, direct)
-            return entry, ("eq", paths)
-        if isinstance(access, Range):
-            table = self._ranges[access.kind]
-            self._ranged[access.attr] = self._ranged.get(access.attr, 0) + 1
-            return entry, ("range", table, table.add(access, item, not direct), access.attr)
-        assert isinstance(access, Present)
-        self._present.setdefault(access.attr, Bucket()).put(entry, item, direct)
-        return entry, ("present", access.attr)
+    def _bulk_index(self) -> _Bulk[Key] | None:
+        """The bulk index, made now if there are enough filters for one."""
+        if self._bulk is None and len(self._clusters) >= self._arrays_from:
+            bulk = self._bulk = _Bulk()
+            for key, filter in self._clusters.items():
+                bulk.add(key, filter, conjunctions_of(filter.expr))
+        return self._bulk
 
     def remove(self, key: Key) -> None:
         """Forget the filter of ``key``; KeyError when there is none."""
-        del self._filters[key]
-        places = self._places.pop(key)
-        if not _everywhere(places):
-            self._not_everywhere -= 1
-        for entry, place in places:
-            if place[0] != "always":
-                self._selective -= 1
-            match place:
-                case ("always",):
-                    self._always.drop(entry)
-                case ("residual",):
-                    self._residual.drop(entry)
-                case ("eq", paths):
-                    _drop(self._equal, paths, entry)
-                case ("pair", paths):
-                    _drop(self._pairs, paths, entry)
-                case ("range", table, handle, attr):
-                    table.remove(handle)
-                    self._ranged[attr] -= 1
-                    if not self._ranged[attr]:
-                        del self._ranged[attr]
-                case ("present", attr):
-                    if self._present[attr].drop(entry):
-                        del self._present[attr]
+        self._clusters.remove(key)
+        if self._bulk is not None:
+            if len(self._clusters) < self._arrays_from // 2:
+                self._bulk = None
+            else:
+                self._bulk.remove(key)
 
     def match(self, attrs: Mapping[str, Value]) -> set[Key]:
         """The keys of the filters that are TRUE for ``attrs``."""
-        if not self._selective:
-            always = self._always.direct
-            # Buckets hold the keys they were given: Key, by add's signature.
-            everyone: set[Any] = set() if always is None else set(always.values())
-            return everyone
-        hits: list[Hashable] = []
-        pending: list[Pending] = []
-        _collect(self._always, hits, pending)
-        _collect(self._residual, hits, pending)
-        equal, present, pairs, ranged = self._equal, self._present, self._pairs, self._ranged
-        numbers, strings = self._ranges["num"], self._ranges["str"]
-        keyed: dict[str, Hashable] = {}
-        #: numbers only (their class is checked where they are filed)
-        numeric: dict[str, Any] = {}
-        table: RangeTable | None
-        lookup: Hashable
-        for name, value in attrs.items():
-            if value is None:
-                continue
-            if present and (bucket := present.get(name)) is not None:
-                _collect(bucket, hits, pending)
-            # kind_of, unrolled for the plain types: this loop runs per event attribute.
-            cls = value.__class__
-            if cls is str:
-                table, lookup = strings, value
-            elif cls is float or cls is int:
-                if value != value:  # NaN compares with nothing
-                    continue
-                table, lookup = numbers, value
-                numeric[name] = value
-            elif cls is bool:
-                table, lookup = None, (BOOL_TAG, value)
-            else:
-                kind = kind_of(value)
-                if kind is None:
-                    continue
-                table = numbers if kind == "num" else strings if kind == "str" else None
-                lookup = (BOOL_TAG, value) if kind == "bool" else value
-                if kind == "num":
-                    numeric[name] = value
-            keyed[name] = lookup
-            by_value = equal.get(name)
-            if by_value is not None:
-                bucket = by_value.get(lookup)
-                if bucket is not None:
-                    if bucket.direct:
-                        hits.extend(bucket.direct.values())
-                    if bucket.pending:
-                        pending.extend(bucket.pending.values())
-            if table is not None and name in ranged:
-                table.stab(name, value, hits, pending)
-        if pairs:
-            for first, lookup in keyed.items():
-                by_first = pairs.get(first)
-                if by_first is None or (by_second := by_first.get(lookup)) is None:
-                    continue
-                for second, by_other in by_second.items():
-                    other = keyed.get(second, _MISSING)
-                    if other is not _MISSING:
-                        bucket = by_other.get(other)
-                        if bucket is not None:
-                            _collect(bucket, hits, pending)
-        result: set[Any] = set(hits)
-        for bounded, low, low_inclusive, high, high_inclusive, key, check in pending:
-            if bounded is not None:
-                # Never None: attributes with no value are not filed in ``numeric``.
-                number = numeric.get(bounded)
-                if number is None or not (
-                        (low < number or (low_inclusive and number == low))
-                        and (number < high or (high_inclusive and number == high))):
-                    continue
-            if check is None or (key not in result and check(attrs)):
-                result.add(key)
-        return result
+        bulk = self._bulk
+        if bulk is None:
+            return self._clusters.match(attrs)
+        if self._recent < self._bulk_matches:
+            found = self._clusters.match(attrs)
+            self._recent += (len(found) - self._recent) * _RECENT_WEIGHT
+            return found
+        return set(self._in_bulk(bulk, [attrs])[0].keys())
 
+    def match_many(self, events: Sequence[Mapping[str, Value]]) -> list[Matches[Key]]:
+        """The filters that are TRUE for each event: with many filters, one pass over
+        them for all the events, so numpy's per-call costs are paid once."""
+        bulk = self._bulk_index()
+        if bulk is None:
+            return [Matches(_NO_SLOTS, _NO_KEYS, self._clusters.match(attrs))
+                    for attrs in events]
+        return self._in_bulk(bulk, events)
 
-def _everywhere(places: list[tuple[int, _Place]]) -> bool:
-    """Whether a filter filed at ``places`` is TRUE for every event."""
-    return bool(places) and all(place[0] == "always" for _, place in places)
+    def _in_bulk(self, bulk: _Bulk[Key], events: Sequence[Mapping[str, Value]]
+                 ) -> list[Matches[Key]]:
+        found = bulk.match_many(events)
+        if found:
+            mean = sum(map(len, found)) / len(found)
+            self._recent += (mean - self._recent) * _RECENT_WEIGHT
+        return found
 
-
-def _collect(bucket: Bucket, hits: list[Hashable], pending: list[Pending]) -> None:
-    if bucket.direct:
-        hits.extend(bucket.direct.values())
-    if bucket.pending:
-        pending.extend(bucket.pending.values())

@@ -4,12 +4,14 @@ with evaluating every filter, through adding, removing and adding back."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matching import Index, parse
+from tests.matching.strategies import INDEX_KINDS, check_among, churn_and_compare
 
 ATTRS = ["a", "b", "c", "n", "m"]
 # Bounds and event values meet exactly (1, 1.0, 2**60 and its neighbours, infinities),
@@ -67,11 +69,18 @@ def _expected(live: dict, attrs: dict) -> set:
 
 def _assert_empty(index: Index) -> None:
     """Nothing is left behind once every filter is gone."""
-    assert not index._equal and not index._pairs and not index._present
-    assert not index._ranged and not any(index._ranges.values())
-    assert index._residual.direct is None and index._residual.pending is None
-    assert index._always.direct is None and index._always.pending is None
-    assert index._selective == 0 and index._not_everywhere == 0 and index.matches_everything
+    bulk = index._bulk
+    for clusters in [index._clusters] + ([] if bulk is None else [bulk.rest]):
+        assert not clusters._equal and not clusters._pairs and not clusters._present
+        assert not clusters._ranged and not any(clusters._ranges.values())
+        assert clusters._residual.direct is None and clusters._residual.pending is None
+        assert clusters._always.direct is None and clusters._always.pending is None
+        assert clusters._selective == 0 and clusters._not_everywhere == 0
+        assert not len(clusters)
+    if bulk is not None:
+        assert bulk.arrays.is_clear() and not bulk.slots
+        assert sorted(bulk.free) == list(range(len(bulk.free)))
+    assert index.matches_everything
 
 
 @settings(max_examples=300, deadline=None)
@@ -79,24 +88,12 @@ def _assert_empty(index: Index) -> None:
        st.lists(st.integers(0, 14), max_size=10))
 def test_clusters_match_one_by_one_through_churn(texts: list[str], evs: list[dict],
                                                  churn: list[int]) -> None:
-    index, live = Index(), {}
-    for key, text in enumerate(texts):
-        live[key] = parse(text)
-        index.add(key, live[key])
-    for key in churn:  # remove when there, add back (replacing) when not
-        if key in live:
+    for make in INDEX_KINDS:
+        index = make()
+        live = churn_and_compare(index, texts, evs, churn)
+        for key in list(live):
             index.remove(key)
-            del live[key]
-        elif key < len(texts):
-            live[key] = parse(texts[key])
-            index.add(key, live[key])
-        for attrs in evs:
-            assert index.match(attrs) == _expected(live, attrs)
-    for attrs in evs:
-        assert index.match(attrs) == _expected(live, attrs)
-    for key in list(live):
-        index.remove(key)
-    _assert_empty(index)
+        _assert_empty(index)
 
 
 @pytest.mark.parametrize(
@@ -131,17 +128,13 @@ def test_clusters_match_one_by_one_through_churn(texts: list[str], evs: list[dic
          [{"n": 5.5, "m": 0}]),
     ],
 )
-def test_cluster_shapes(text: str, hits: list[dict], misses: list[dict]) -> None:
-    background = {f"bg{i}": parse(t) for i, t in enumerate(
-        ["c = 'unrelated'", "n > 1.5 AND n < 4", "n BETWEEN 0 AND 10", "n > 0 AND n < 5",
-         "m < 3 AND n > 0", "n BETWEEN 2 AND 4 AND m < 1"])}
-    index = Index()
-    for key, f in background.items():
-        index.add(key, f)
-    index.add("k", parse(text))
-    for attrs, hit in [(h, True) for h in hits] + [(m, False) for m in misses]:
-        assert parse(text).matches(attrs) is hit, attrs
-        assert index.match(attrs) == _expected(background, attrs) | ({"k"} if hit else set())
+@pytest.mark.parametrize("make", INDEX_KINDS)
+def test_cluster_shapes(make: Callable[[], Index], text: str, hits: list[dict],
+                        misses: list[dict]) -> None:
+    index = make()
+    background = check_among(
+        index, ["c = 'unrelated'", "n > 1.5 AND n < 4", "n BETWEEN 0 AND 10", "n > 0 AND n < 5",
+                "m < 3 AND n > 0", "n BETWEEN 2 AND 4 AND m < 1"], text, hits, misses)
     index.remove("k")
     for attrs in hits:
         assert index.match(attrs) == _expected(background, attrs)
@@ -150,8 +143,9 @@ def test_cluster_shapes(text: str, hits: list[dict], misses: list[dict]) -> None
     _assert_empty(index)
 
 
-def test_falsy_and_odd_keys_survive_removal() -> None:
-    index = Index()
+@pytest.mark.parametrize("make", INDEX_KINDS)
+def test_falsy_and_odd_keys_survive_removal(make: Callable[[], Index]) -> None:
+    index = make()
     keys = [0, None, "", (), False]  # False == 0: it replaces key 0
     for key in keys:
         index.add(key, parse("a = 'x' AND b = 'y'"))
@@ -164,8 +158,10 @@ def test_falsy_and_odd_keys_survive_removal() -> None:
     _assert_empty(index)
 
 
-def test_an_index_knows_when_every_filter_it_holds_is_true_for_every_event() -> None:
-    index = Index()
+@pytest.mark.parametrize("make", INDEX_KINDS)
+def test_an_index_knows_when_every_filter_it_holds_is_true_for_every_event(
+        make: Callable[[], Index]) -> None:
+    index = make()
     assert index.matches_everything and index.match({"a": 1}) == set()
     index.add(1, parse(""))
     index.add(2, parse("TRUE"))

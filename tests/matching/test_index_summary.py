@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matching import Index, Summary, SummaryDecodeError, covers, parse
-from tests.matching.strategies import events, filters
+from tests.matching.strategies import INDEX_KINDS, events, filters
 
 
 @settings(max_examples=200, deadline=None)
@@ -17,7 +18,12 @@ from tests.matching.strategies import events, filters
        st.lists(st.integers(0, 11), max_size=6))
 def test_index_match_equals_evaluating_each_filter(texts: list[str], evs: list[dict],
                                                     removed: list[int]) -> None:
-    index = Index()
+    for make in INDEX_KINDS:
+        _remove_and_compare(make(), texts, evs, removed)
+
+
+def _remove_and_compare(index: Index, texts: list[str], evs: list[dict], removed: list[int]
+                        ) -> None:
     live = {}
     for key, text in enumerate(texts):
         index.add(key, parse(text))
@@ -28,6 +34,8 @@ def test_index_match_equals_evaluating_each_filter(texts: list[str], evs: list[d
             del live[key]
     for attrs in evs:
         assert index.match(attrs) == {k for k, f in live.items() if f.matches(attrs)}
+    assert [set(m) for m in index.match_many(evs)] == [
+        {k for k, f in live.items() if f.matches(attrs)} for attrs in evs]
 
 
 @settings(max_examples=200, deadline=None)
@@ -60,8 +68,10 @@ def test_summaries_have_no_false_negatives(first: list[str], second: list[str], 
         ("s LIKE 'a%'", {"s": "ab"}, {"s": "b"}),
     ],
 )
-def test_each_kind_of_placement_matches_exactly(text: str, hit: dict, miss: dict) -> None:
-    index = Index()
+@pytest.mark.parametrize("make", INDEX_KINDS)
+def test_each_kind_of_placement_matches_exactly(make: Callable[[], Index], text: str, hit: dict,
+                                                miss: dict) -> None:
+    index = make()
     index.add("k", parse(text))
     assert index.match(hit) == {"k"}
     assert index.match(miss) == set()
@@ -112,6 +122,7 @@ def test_malformed_wire_summaries_are_refused(wire: object) -> None:
                     max_leaves=8))
 def test_random_garbage_raises_only_decode_errors(wire: object) -> None:
     with contextlib.suppress(SummaryDecodeError):
+        Summary.from_wire(wire)
         Summary.from_wire(wire)
 
 

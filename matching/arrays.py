@@ -1,0 +1,497 @@
+"""The bulk part of the index: array-shaped filters (:mod:`matching.atoms`), matched
+with work proportional to the candidates, done at C speed in numpy.
+
+Each conjunction gets an integer id. It is filed, as in the general index
+(:mod:`matching.clustered`), under its most selective access: the pair of values of two
+equalities, one equality's values, or a numeric interval (:mod:`matching.segments`). A
+posting list (an access's conjunctions) is a numpy array of ids, kept apart for the
+conjunctions the access decides alone (*direct*: they match on lookup) and the others.
+
+The others are checked in bulk. Per conjunction, a row of :data:`CHECK_SLOTS` triples
+(column, low, high) says which column of the event's row must lie within which closed
+bounds. An event becomes a row of doubles: per attribute, its numeric value (NaN when
+it is not a number) and the code of its value among those some check names (NaN when
+none): an equality check is ``low = high = code``. A candidate passes when all its
+triples hold (column 0 is 0.0, for the unused triples). NaN fails every comparison, so a
+missing attribute or a value of another kind is never TRUE, as FILTERS.md wants.
+
+Many events are matched in one pass (:meth:`ArrayIndex.match_many`): their rows form a
+matrix, the candidates carry their event's number, and each numpy call serves them all.
+
+An integer event value beyond 2**53 is not a double: the checks and windows then use the
+doubles on either side of it (never saying no wrongly), and the filters found are
+confirmed one by one with their own test, so the answer stays exact.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Literal
+
+import numpy as np
+
+from matching.access import BOOL_TAG, ValueKey
+from matching.ast import Value, kind_of
+from matching.atoms import CHECK_SLOTS, EXACT_INT, Atom, Layout, atoms_of, layout_of
+from matching.clusters import drop_from_leaf, leaf, paired_leaves
+from matching.normal import Conjunction
+from matching.parser import Filter
+from matching.postings import Codes, Found, Posting
+from matching.segments import BELOW, Segment, SegmentKey, segment_key
+
+_R = CHECK_SLOTS
+_NO_IDS = np.empty(0, np.int64)
+
+
+#: (attribute, value key[, attribute, value key]): where a posting sits in nested dicts
+_Path = tuple[Hashable, ...]
+# Where a conjunction is filed, to undo it (the attribute names and value keys its
+# checks coded are kept beside it).
+_Place = (tuple[Literal["eq"], tuple[_Path, ...]] | tuple[Literal["pair"], tuple[_Path, ...]]
+          | tuple[Literal["range"], SegmentKey])
+#: A conjunction's id, place, and the attribute names and value keys its checks coded.
+#: Tuples all the way down, of strings and numbers: the garbage collector stops
+#: tracking them, so that it does not walk the index's hundreds of thousands of them.
+_Filed = tuple[int, _Place, tuple[str, ...], tuple[ValueKey, ...]]
+#: Per attribute: its equality postings by value, its code, whether it has interval
+#: segments, whether pairs name it (:meth:`ArrayIndex._attr_table`).
+_AttrInfo = tuple[dict[ValueKey, Posting] | None, int | None, bool, bool]
+
+
+def array_layouts(conjunctions: Sequence[Conjunction] | None) -> list[Layout] | None:
+    """How the array index would file each conjunction of a filter (its
+    :func:`~matching.normal.conjunctions_of`); None when it is not array-shaped, or
+    when it is never TRUE (the general index keeps those)."""
+    if not conjunctions:
+        return None
+    layouts: list[Layout] = []
+    for conjunction in conjunctions:
+        atoms = atoms_of(conjunction)
+        if atoms is None:
+            return None
+        if atoms:  # () is never TRUE: nothing to file
+            layout = layout_of(atoms)
+            if layout is None:
+                return None
+            layouts.append(layout)
+    return layouts or None
+
+
+class ArrayIndex:
+    def __init__(self) -> None:
+        self._filters: dict[int, Filter] = {}
+        self._places: dict[int, tuple[_Filed, ...]] = {}
+        self._attrs: Codes[str] = Codes()
+        self._values: Codes[ValueKey] = Codes()
+        self._capacity = 0
+        self._conj_slot = np.empty(0, np.int64)
+        #: Per conjunction and check: the event column, and the bounds it must lie in.
+        self._columns = np.empty((0, _R), np.intp)
+        self._lows = np.empty((0, _R), np.float64)
+        self._highs = np.empty((0, _R), np.float64)
+        self._alive = np.empty(0, np.bool_)
+        #: Conjunctions of filters with several: their matches need deduplicating.
+        self._multi = np.empty(0, np.bool_)
+        #: Per conjunction id: how many checks its row has written (the rest are unused).
+        self._checks_of: list[int] = []
+        self._multi_count = 0
+        self._free_conj: list[int] = []
+        self._next_conj = 0
+        #: Dead conjunctions still in a segment's sorted arrays: while there are any,
+        #: interval candidates are masked with ``_alive``.
+        self._tombstones = 0
+        self._equal: dict[str, dict[ValueKey, Posting]] = {}
+        self._pairs: dict[str, dict[ValueKey, dict[str, dict[ValueKey, Posting]]]] = {}
+        self._segments: dict[SegmentKey, Segment] = {}
+        self._segments_of: dict[str, list[Segment]] = {}
+        #: Attributes named by pair accesses, counted.
+        self._pair_attrs: dict[str, int] = {}
+        self._table: dict[str, _AttrInfo] | None = None
+
+    def __len__(self) -> int:
+        return len(self._filters)
+
+    def is_clear(self) -> bool:
+        """Nothing is left behind (every filter removed)."""
+        return not (self._filters or self._places or self._attrs.code or self._values.code
+                    or self._equal or self._pairs or self._segments or self._segments_of
+                    or self._multi_count or self._tombstones or self._pair_attrs)
+
+    # -- adding and removing -----------------------------------------------------------
+
+    def add(self, slot: int, filter: Filter, layouts: list[Layout]) -> None:
+        """File ``filter`` under ``slot``; ``layouts`` are :func:`array_layouts`'."""
+        self._table = None
+        multi = len(layouts) > 1
+        self._filters[slot] = filter
+        self._places[slot] = tuple([self._file(slot, layout, multi) for layout in layouts])
+
+    def _grow(self) -> None:
+        capacity = max(1024, 2 * self._capacity)
+        extra = capacity - self._capacity
+        self._conj_slot = np.concatenate([self._conj_slot, np.zeros(extra, np.int64)])
+        self._columns = np.concatenate([self._columns, np.zeros((extra, _R), np.intp)])
+        self._lows = np.concatenate([self._lows, np.full((extra, _R), -math.inf)])
+        self._highs = np.concatenate([self._highs, np.full((extra, _R), math.inf)])
+        self._alive = np.concatenate([self._alive, np.zeros(extra, np.bool_)])
+        self._multi = np.concatenate([self._multi, np.zeros(extra, np.bool_)])
+        self._checks_of.extend([0] * extra)
+        self._capacity = capacity
+
+    def _file(self, slot: int, layout: Layout, multi: bool) -> _Filed:
+        if self._free_conj:
+            conj = self._free_conj.pop()
+        else:
+            if self._next_conj == self._capacity:
+                self._grow()
+            conj = self._next_conj
+            self._next_conj += 1
+        self._conj_slot[conj] = slot
+        self._alive[conj] = True
+        self._multi[conj] = multi
+        self._multi_count += multi
+        # Unused checks read column 0 (0.0) within (-inf, inf): always TRUE. Only the
+        # cells that change are written, one at a time (cheaper than a row from a list):
+        # the checks of this conjunction, and those the row's last one left beyond them.
+        coded_attrs: list[str] = []
+        coded_values: list[ValueKey] = []
+        columns, lows, highs = self._columns, self._lows, self._highs
+        for j in range(len(layout.checks), self._checks_of[conj]):
+            columns[conj, j], lows[conj, j], highs[conj, j] = 0, -math.inf, math.inf
+        self._checks_of[conj] = len(layout.checks)
+        for j, atom in enumerate(layout.checks):
+            code = self._attrs.acquire(atom.attr)
+            coded_attrs.append(atom.attr)
+            if atom.keys is None:
+                columns[conj, j], lows[conj, j], highs[conj, j] = \
+                    1 + 2 * code, atom.low, atom.high
+            else:
+                (key,) = atom.keys
+                value = self._values.acquire(key)
+                coded_values.append(key)
+                columns[conj, j], lows[conj, j], highs[conj, j] = 2 + 2 * code, value, value
+        direct = not layout.checks
+        place: _Place
+        paths: tuple[_Path, ...]
+        if len(layout.access) == 2:
+            first, second = layout.access
+            paths = tuple([(first.attr, a, second.attr, b)
+                           for a in first.keys or () for b in second.keys or ()])
+            for path in paths:
+                leaf(self._pairs, path, Posting).put(conj, direct)
+            for attr in (first.attr, second.attr):
+                self._pair_attrs[attr] = self._pair_attrs.get(attr, 0) + 1
+            place = ("pair", paths)
+        elif layout.access:
+            (only,) = layout.access
+            paths = tuple([(only.attr, key) for key in only.keys or ()])
+            for path in paths:
+                leaf(self._equal, path, Posting).put(conj, direct)
+            place = ("eq", paths)
+        else:
+            assert layout.ranged is not None  # no equality access: a range one
+            place = ("range", self._file_range(conj, layout.ranged, len(layout.checks) > 1))
+        return conj, place, tuple(coded_attrs), tuple(coded_values)
+
+    def _file_range(self, conj: int, atom: Atom, checked: bool) -> SegmentKey:
+        """File under an interval; ``checked`` when the conjunction says more."""
+        where, key, reach = segment_key(atom.attr, atom.low, atom.high)
+        segment = self._segments.get(where)
+        if segment is None:
+            segment = self._segments[where] = Segment(where[1] == BELOW)
+            self._segments_of.setdefault(atom.attr, []).append(segment)
+        self._release(segment.add(key, atom.high, conj, reach, checked, self._alive))
+        return where
+
+    def _release(self, freed: list[int]) -> None:
+        """Conjunction ids no segment holds any more: reusable."""
+        self._tombstones -= len(freed)
+        self._free_conj.extend(freed)
+
+    def remove(self, slot: int) -> bool:
+        """Forget the filter of ``slot``; False when it is not here."""
+        places = self._places.pop(slot, None)
+        if places is None:
+            return False
+        self._table = None
+        del self._filters[slot]
+        for conj, place, coded_attrs, coded_values in places:
+            self._alive[conj] = False
+            self._multi_count -= len(places) > 1  # as _file counted it
+            for attr in coded_attrs:
+                self._attrs.release(attr)
+            for value in coded_values:
+                self._values.release(value)
+            match place:  # the commonest first
+                case ("eq", paths):
+                    for path in paths:
+                        drop_from_leaf(self._equal, path, conj)
+                    self._free_conj.append(conj)
+                case ("range", at):
+                    self._tombstones += 1  # until its segment lets it go
+                    segment = self._segments[at]
+                    checked = len(coded_attrs) > 1  # a check besides the interval
+                    self._release(segment.remove(conj, checked, self._alive))
+                    if not len(segment):
+                        self._release(segment.dead_ids)
+                        del self._segments[at]
+                        attr_segments = self._segments_of[at[0]]
+                        attr_segments.remove(segment)
+                        if not attr_segments:
+                            del self._segments_of[at[0]]
+                case ("pair", paths):
+                    for name in paths[0][::2]:
+                        assert isinstance(name, str)  # (attribute, value, attribute, value)
+                        self._pair_attrs[name] -= 1
+                        if not self._pair_attrs[name]:
+                            del self._pair_attrs[name]
+                    for path in paths:
+                        drop_from_leaf(self._pairs, path, conj)
+                    self._free_conj.append(conj)
+        return True
+
+    # -- matching ----------------------------------------------------------------------
+
+    def _attr_table(self) -> dict[str, _AttrInfo]:
+        """Per attribute some filter names: its equality postings by value, its code
+        (when checks name it), whether it has interval segments, whether pairs name it.
+        One lookup per event attribute instead of four; made again after a change."""
+        if self._table is None:
+            names = self._equal.keys() | self._attrs.code.keys() | self._segments_of.keys() \
+                | self._pair_attrs.keys()
+            self._table = {name: (self._equal.get(name), self._attrs.code.get(name),
+                                  name in self._segments_of, name in self._pair_attrs)
+                           for name in names}
+        return self._table
+
+    def match_many(self, events: Sequence[Mapping[str, Value]]) -> list[np.ndarray]:
+        """Per event, the slots of the filters that are TRUE for it (each once)."""
+        count = len(events)
+        if not self._filters or not count:
+            return [_NO_IDS] * count
+        table = self._attr_table()
+        values_code = self._values.code
+        width = 1 + 2 * self._attrs.span()
+        # One row per event, flat: (column, value) pairs set after the loop, in one call.
+        columns: list[int] = []
+        cells: list[float] = []
+        inexact: dict[int, list[tuple[int, int]]] = {}  # event -> (column, int value)
+        numeric: dict[str, tuple[list[int], list[float]]] = {}
+        found = Found()
+        pairs = self._pairs
+        for event, attrs in enumerate(events):
+            base = event * width
+            keyed: dict[str, ValueKey] = {}
+            for name, value in attrs.items():
+                info = table.get(name)
+                if info is None:  # no filter here names it
+                    continue
+                # kind_of, unrolled for the plain types: this runs per event attribute.
+                cls = value.__class__
+                number: float | None = None
+                if cls is str:
+                    key: ValueKey = value
+                elif cls is float:
+                    if value != value:  # NaN compares with nothing
+                        continue
+                    key = number = value  # type: ignore[assignment]  # a float, by its class
+                elif cls is int:
+                    key = value
+                    number = value if -EXACT_INT <= value <= EXACT_INT else _double(value)  # type: ignore[operator, assignment, arg-type]  # an int, by its class
+                elif cls is bool:
+                    key = (BOOL_TAG, value)  # type: ignore[assignment]  # a bool, by its class
+                else:
+                    kind = kind_of(value)
+                    if kind is None:
+                        continue
+                    key = (BOOL_TAG, value) if kind == "bool" else value  # type: ignore[assignment]  # a bool when its kind says so
+                    if kind == "num":
+                        number = _double(value) if isinstance(value, int) and not \
+                            -EXACT_INT <= value <= EXACT_INT else float(value)
+                by_value, code, stabbed, paired = info
+                if paired:
+                    keyed[name] = key
+                if by_value is not None and (posting := by_value.get(key)) is not None:
+                    posting.collect(event, found)
+                if code is not None:
+                    if number is not None:
+                        columns.append(base + 1 + 2 * code)
+                        cells.append(number)
+                        if number != value:  # an int that is not a double
+                            inexact.setdefault(event, []).append((1 + 2 * code, value))  # type: ignore[arg-type]  # an int: a float is a double
+                    if (value_code := values_code.get(key)) is not None:
+                        columns.append(base + 2 + 2 * code)
+                        cells.append(value_code)
+                if stabbed and number is not None:
+                    events_values = numeric.get(name)
+                    if events_values is None:
+                        events_values = numeric[name] = ([], [])
+                    events_values[0].append(event)
+                    events_values[1].append(number)
+            if len(keyed) > 1:
+                for posting in paired_leaves(pairs, keyed):
+                    posting.collect(event, found)
+        low_rows = np.full(count * width, math.nan)
+        low_rows[::width] = 0.0  # column 0, of the unused checks
+        low_rows[columns] = cells
+        high_rows = low_rows
+        if inexact:
+            high_rows = low_rows.copy()
+            for event, spots in inexact.items():
+                for column, value in spots:
+                    low_rows[event * width + column] = _double(value, -1)
+                    high_rows[event * width + column] = _double(value, 1)
+        for name, (numbered, values) in numeric.items():
+            self._stab(name, numbered, values, inexact, events, found, count == 1)
+        return self._finish(found, count, width, low_rows, high_rows, inexact, events)
+
+    def _stab(self, name: str, numbered: list[int], values: list[float],
+              inexact: Mapping[int, object], events: Sequence[Mapping[str, Value]],
+              found: Found, single: bool) -> None:
+        """Candidates from the interval segments of attribute ``name`` (``single``: the
+        batch is one event)."""
+        segments = self._segments_of[name]
+        if single and not inexact:
+            # One event: scalar searches and slices (views, no copy) cost least.
+            value = values[0]
+            for segment in segments:
+                if len(segment.keys):
+                    start, end = segment.window(value)
+                    if end > start:
+                        ids = segment.conj[start:end]
+                        if segment.check_highs:
+                            ids = ids[segment.highs[start:end] >= value]
+                        (found.ranged if segment.checked else found.ranged_direct).append(ids)
+                if segment.recent_conj:  # unsorted: candidates, to check
+                    found.ranged.append(segment.recent_ids())
+            return
+        lower = upper = np.array(values)
+        if inexact and any(e in inexact for e in numbered):
+            original = [events[e][name] for e in numbered]
+            lower = np.array([_double(v, -1) for v in original])  # type: ignore[arg-type]  # numbers, by the caller
+            upper = np.array([_double(v, 1) for v in original])  # type: ignore[arg-type]  # as above
+        owners = np.array(numbered, np.int64)
+        for segment in segments:
+            if len(segment.keys):
+                starts, ends = segment.windows(lower, upper)
+                lengths = ends - starts
+                total = int(lengths.sum())
+                if total:
+                    # Concatenated windows: position i of window w is start_w + i.
+                    offsets = np.cumsum(lengths) - lengths
+                    at = np.arange(total) + np.repeat(starts - offsets, lengths)
+                    ids, ids_events = segment.conj[at], np.repeat(owners, lengths)
+                    if segment.check_highs:
+                        reach = segment.highs[at] >= np.repeat(lower, lengths)
+                        ids, ids_events = ids[reach], ids_events[reach]
+                    if segment.checked:
+                        found.ranged.append(ids)
+                        found.ranged_events.append(ids_events)
+                    else:
+                        found.ranged_direct.append(ids)
+                        found.ranged_direct_events.append(ids_events)
+            if segment.recent_conj:  # unsorted: candidates for every event, to check
+                recent = segment.recent_ids()
+                found.ranged.append(np.tile(recent, len(owners)))
+                found.ranged_events.append(np.repeat(owners, len(recent)))
+
+    def _finish(self, found: Found, count: int, width: int, low_rows: np.ndarray,
+                high_rows: np.ndarray, inexact: Mapping[int, object],
+                events: Sequence[Mapping[str, Value]]) -> list[np.ndarray]:
+        """Check the candidates in bulk; per event, the slots of those that pass."""
+        single = count == 1
+        conj_parts: list[np.ndarray] = list(found.direct)
+        event_parts: list[np.ndarray] = []
+        if found.direct and not single:
+            event_parts.append(_spread(found.direct_events, found.direct))
+        if found.ranged_direct:
+            ids = np.concatenate(found.ranged_direct)
+            owners = None if single else np.concatenate(found.ranged_direct_events)
+            if self._tombstones:
+                live = self._alive[ids]
+                ids = ids[live]
+                owners = None if owners is None else owners[live]
+            conj_parts.append(ids)
+            if owners is not None:
+                event_parts.append(owners)
+        if found.checked or found.ranged:
+            parts = found.checked + found.ranged
+            candidates = np.concatenate(parts) if len(parts) > 1 else parts[0]
+            cells = np.take(self._columns, candidates, axis=0)
+            if not single:
+                owners = np.concatenate(
+                    ([_spread(found.checked_events, found.checked)] if found.checked else [])
+                    + found.ranged_events)
+                cells += (owners * width)[:, None]
+            low_values = low_rows[cells]
+            high_values = low_values if high_rows is low_rows else high_rows[cells]
+            held = np.take(self._lows, candidates, axis=0) <= high_values
+            held &= low_values <= np.take(self._highs, candidates, axis=0)
+            # The four answers of a candidate as one word: all TRUE is 0x01010101.
+            passed = held.view(np.uint32)[:, 0] == 0x01010101
+            if self._tombstones:
+                passed &= self._alive[candidates]
+            conj_parts.append(candidates[passed])
+            if not single:
+                assert owners is not None  # set above for a batch
+                event_parts.append(owners[passed])
+        if not conj_parts:
+            return [_NO_IDS] * count
+        conj = np.concatenate(conj_parts) if len(conj_parts) > 1 else conj_parts[0]
+        slots = self._conj_slot[conj]
+        owners = None if single else np.concatenate(event_parts)
+        if self._multi_count:  # a filter of several conjunctions may match twice
+            twice = self._multi[conj]
+            if np.count_nonzero(twice) > 1:
+                slots, owners = _once(slots, owners, twice)
+        results = [slots] if owners is None else _per_event(slots, owners, count)
+        for event in inexact:  # found with the doubles either side: confirm each
+            filters, attrs = self._filters, events[event]
+            results[event] = np.array([s for s in results[event].tolist()
+                                       if filters[s].matches(attrs)], np.int64)
+        return results
+
+def _once(slots: np.ndarray, owners: np.ndarray | None, twice: np.ndarray
+          ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Keep each (event, slot) once, where ``twice`` marks those that may repeat."""
+    once = ~twice
+    if owners is None:
+        pairs = np.sort(slots[twice])
+    else:
+        top = int(slots.max()) + 1
+        pairs = np.sort(owners[twice] * top + slots[twice])
+    # Sorting and keeping the first of each run: np.unique hashes, slower when small.
+    first = np.empty(len(pairs), np.bool_)
+    first[0] = True
+    np.not_equal(pairs[1:], pairs[:-1], out=first[1:])
+    pairs = pairs[first]
+    if owners is None:
+        return np.concatenate([slots[once], pairs]), None
+    return (np.concatenate([slots[once], pairs % top]),
+            np.concatenate([owners[once], pairs // top]))
+
+
+def _per_event(slots: np.ndarray, owners: np.ndarray, count: int) -> list[np.ndarray]:
+    """Split the matched slots by event."""
+    # Event numbers fit 16 bits in any sensible batch: numpy then sorts by radix, O(n).
+    order = np.argsort(owners.astype(np.int16) if count < 2**15 else owners, kind="stable")
+    bounds = np.searchsorted(owners[order], np.arange(1, count))
+    return np.split(slots[order], bounds)
+
+
+def _spread(events: list[int], parts: list[np.ndarray]) -> np.ndarray:
+    """The event of each id of ``parts`` (``events[i]`` for all of ``parts[i]``)."""
+    if len(events) == 1 or events[0] == events[-1]:
+        return np.full(sum(len(p) for p in parts), events[0], np.int64)
+    return np.repeat(np.array(events, np.int64), [len(p) for p in parts])
+
+
+def _double(value: int, side: int = 0) -> float:
+    """An integer as the nearest double, or the double next to that on ``side`` (-1
+    below, 1 above): together they bracket the integer."""
+    try:
+        near = float(value)
+    except OverflowError:
+        near = math.inf if value > 0 else -math.inf
+    return near if not side else math.nextafter(near, side * math.inf)
