@@ -165,9 +165,7 @@ class Publishing:
         for replica in replicas:
             s.send(replica, Restore(topic, s.me, holds))
         if replicas:
-            s.recovering[topic] = max(s.recovering.get(topic, 0.0),
-                                      now + 2 * s.config.replica_timeout)
-            s.wake(now)
+            s.recover_until(now, topic, now + 2 * s.config.replica_timeout)
 
     def on_direct(self, now: float, msg: Publish) -> None:
         """An event sent straight to this node as the topic's cached root."""

@@ -190,7 +190,7 @@ class Retention:
         assert body.seq is not None
         written = self.durability.write(AppendEvents(topic, (body,)))
         queue = self.unreleased.get(topic)
-        replicas = self._replicas(topic) if reliable else []
+        replicas = self.replicas_of(topic) if reliable else []
         # A reliable event waits for the root's own sync too (persisting nodes only).
         own_copy = reliable and written > self.durability.synced
         if not replicas and not own_copy:  # the caller releases it now
@@ -222,9 +222,6 @@ class Retention:
 
     def replicas_of(self, topic: str) -> list[NodeRef]:
         """The nodes that hold this root's copies of ``topic``."""
-        return self._replicas(topic)
-
-    def _replicas(self, topic: str) -> list[NodeRef]:
         s = self.s
         if s.config.replicas == 0:
             return []
@@ -342,7 +339,7 @@ class Retention:
         counter when unreliable events moved it."""
         s = self.s
         for topic in sorted(s.numbering):
-            replicas = self._replicas(topic)
+            replicas = self.replicas_of(topic)
             view = self.replica_views.setdefault(topic, ReplicaView())
             counter = s.seq.get(topic, 0)
             runs: list[list[EventBody]] | None = None  # built only for a new replica
@@ -413,11 +410,11 @@ class Retention:
         found: dict[str, dict[str, Any]] = {}
         for role, table in (("replica", self.replica), ("root", self.root)):
             for topic, retained in table.items():
-                bodies = [body for _, body in retained.events.values()]
-                found[topic] = {"role": role, "events": len(bodies),
-                                "bytes": sum(len(b.payload) for b in bodies),
-                                "first_seq": bodies[0].seq if bodies else None,
-                                "last_seq": bodies[-1].seq if bodies else None,
+                events = retained.events
+                found[topic] = {"role": role, "events": len(events),
+                                "bytes": retained.payload_bytes,
+                                "first_seq": next(iter(events), None),
+                                "last_seq": retained.last_seq() if events else None,
                                 "counter": self.s.seq.get(topic, 0)}
         return dict(sorted(found.items()))
 

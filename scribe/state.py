@@ -157,8 +157,13 @@ class ScribeState:
         counter; wait for members' positions and events before numbering."""
         until = self.pred_changed_at + self.config.takeover_window()
         if topic not in self.seq and topic not in self.recovering and now < until:
-            self.recovering[topic] = until
-            self.wake(now)
+            self.recover_until(now, topic, until)
+
+    def recover_until(self, now: float, topic: str, until: float) -> None:
+        """Gather ``topic``'s events and positions until ``until`` (or later, if a
+        recovery already runs longer) before numbering or answering from the log."""
+        self.recovering[topic] = max(self.recovering.get(topic, until), until)
+        self.wake(now)
 
     def note_seq(self, topic: str, seq: int) -> None:
         if seq > self.seq.get(topic, 0):

@@ -20,14 +20,14 @@
 // Rounds run every system once, in a rotated order (A B C, B C A, ...); ratios are taken
 // within a round (durable overlay / in-memory overlay, overlay / broker), then their
 // median, so that load moving on the machine falls on all alike.
-import { execFile, spawn } from 'node:child_process';
-import { chmod, mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 
-import { makePayload } from './payload.mjs';
-import { ADAPTERS, OVERLAY_BIN, freePort, which } from './systems.mjs';
+import { blast } from './publish.mjs';
+import { ADAPTERS, OVERLAY_BIN, freePort, startProcess, which } from './systems.mjs';
 
 const run = promisify(execFile);
 
@@ -48,33 +48,6 @@ function parseArgs(argv) {
   return options;
 }
 
-async function waitPort(port, child, what, timeout = 60_000) {
-  const net = await import('node:net');
-  const deadline = Date.now() + timeout;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`${what} exited with ${child.exitCode}`);
-    const ok = await new Promise((resolve) => {
-      const probe = net.createConnection({ port, host: '127.0.0.1' });
-      probe.once('connect', () => { probe.destroy(); resolve(true); });
-      probe.once('error', () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`${what} did not listen on port ${port}`);
-}
-
-/** Stops a process started `detached` (its own group: wrappers' children too). */
-function stopper(child) {
-  const signal = (name) => { try { process.kill(-child.pid, name); } catch { /* gone */ } };
-  return () => new Promise((resolve) => {
-    if (child.exitCode !== null) { signal('SIGKILL'); resolve(); return; }
-    const timer = setTimeout(() => signal('SIGKILL'), 15_000);
-    child.once('exit', () => { clearTimeout(timer); signal('SIGKILL'); resolve(); });
-    signal('SIGTERM');
-  });
-}
-
 // -- systems --------------------------------------------------------------------------------
 
 async function overlaySystem(work, nodes, storage) {
@@ -85,8 +58,7 @@ async function overlaySystem(work, nodes, storage) {
     : `[storage]\nsync = "${storage}"\n`);
   await run(OVERLAY_BIN, ['cluster', 'up', '--dir', dir, '--nodes', String(nodes),
     '--protocol-file', extra, '--timeout', '180'], { maxBuffer: 1 << 20 });
-  const inventory = JSON.parse(await (await import('node:fs/promises')).readFile(
-    path.join(dir, 'cluster.json'), 'utf8'));
+  const inventory = JSON.parse(await readFile(path.join(dir, 'cluster.json'), 'utf8'));
   const apis = inventory.nodes.map((node) => node.api);
   const adapter = await ADAPTERS.overlay(true);
   return {
@@ -109,59 +81,58 @@ async function overlaySystem(work, nodes, storage) {
 async function jetstreamSystem(work, syncAlways) {
   const exe = which('nats-server');
   if (!exe) return null;
-  const port = await freePort();
   const dir = path.join(work, `jetstream-${syncAlways ? 'always' : 'default'}`);
   await mkdir(dir, { recursive: true });
   const conf = path.join(dir, 'nats.conf');
-  await writeFile(conf, `listen: 127.0.0.1:${port}\njetstream {\n  store_dir: "${dir}"\n`
-    + (syncAlways ? '  sync_interval: always\n' : '') + '}\n');
-  const child = spawn(exe, ['-c', conf], { stdio: 'ignore', detached: true });
+  let broker;
   try {
-    await waitPort(port, child, 'nats-server');
+    broker = await startProcess('nats-server', exe, async (port) => {
+      await writeFile(conf, `listen: 127.0.0.1:${port}\njetstream {\n  store_dir: "${dir}"\n`
+        + (syncAlways ? '  sync_interval: always\n' : '') + '}\n');
+      return ['-c', conf];
+    }, dir);
   } catch (error) {
     const { stdout } = await run(exe, ['--version']);
     throw new Error(`${error.message}; ${stdout.trim()} (sync_interval arrived in 2.10)`);
   }
   const { connect } = await import('nats');
-  const admin = await connect({ servers: `127.0.0.1:${port}` });
+  const servers = `127.0.0.1:${broker.port}`;
+  const admin = await connect({ servers });
   const manager = await admin.jetstreamManager();
   await manager.streams.add({ name: 'BENCH', subjects: ['bench.>'], storage: 'file' });
   await admin.close();
   return {
     async publisher(topic) {
-      const client = await connect({ servers: `127.0.0.1:${port}` });
+      const client = await connect({ servers });
       const js = client.jetstream();
       return { send: (payload) => js.publish(`bench.${topic}`, payload),
         close: () => client.close() };
     },
-    stop: stopper(child),
+    stop: broker.stop,
   };
 }
 
 async function rabbitSystem(work) {
   const exe = which('rabbitmq-server');
   if (!exe) return null;
-  const port = await freePort();
-  const dist = await freePort();
   // rabbitmq-server runs as the rabbitmq user: its directory must be open to it.
   const dir = await mkdtemp(path.join(os.tmpdir(), 'overlay-durable-rabbitmq-'));
   await chmod(dir, 0o777);
-  const name = `bench${port}@localhost`;
-  const env = { ...process.env, RABBITMQ_NODENAME: name, RABBITMQ_NODE_PORT: String(port),
-    RABBITMQ_DIST_PORT: String(dist), RABBITMQ_NODE_IP_ADDRESS: '127.0.0.1',
+  await writeFile(path.join(dir, 'enabled_plugins'), '[].\n');
+  await writeFile(path.join(dir, 'rabbitmq.conf'), 'loopback_users = none\n');
+  const envFor = async (port) => ({ ...process.env, RABBITMQ_NODENAME: `bench${port}@localhost`,
+    RABBITMQ_NODE_PORT: String(port), RABBITMQ_DIST_PORT: String(await freePort()),
+    RABBITMQ_NODE_IP_ADDRESS: '127.0.0.1',
     RABBITMQ_MNESIA_BASE: path.join(dir, 'mnesia'), RABBITMQ_LOG_BASE: path.join(dir, 'log'),
     RABBITMQ_ENABLED_PLUGINS_FILE: path.join(dir, 'enabled_plugins'),
     RABBITMQ_PID_FILE: path.join(dir, 'pid'), RABBITMQ_CONFIG_FILE: path.join(dir, 'rabbitmq'),
-    RABBITMQ_FEATURE_FLAGS_FILE: path.join(dir, 'feature_flags') };
-  await writeFile(path.join(dir, 'enabled_plugins'), '[].\n');
-  await writeFile(path.join(dir, 'rabbitmq.conf'), 'loopback_users = none\n');
-  const child = spawn(exe, [], { stdio: 'ignore', env, detached: true });
-  await waitPort(port, child, 'rabbitmq-server', 120_000);
-  const stop = stopper(child);
+    RABBITMQ_FEATURE_FLAGS_FILE: path.join(dir, 'feature_flags') });
+  const broker = await startProcess('rabbitmq-server', exe, () => [], dir,
+    { envFor, group: true, timeout: 120_000 });
   const amqp = (await import('amqplib')).default;
   return {
     async publisher(topic) {
-      const connection = await amqp.connect(`amqp://guest:guest@127.0.0.1:${port}`);
+      const connection = await amqp.connect(`amqp://guest:guest@127.0.0.1:${broker.port}`);
       const channel = await connection.createConfirmChannel();
       await channel.assertQueue(topic, { durable: true });
       return {
@@ -172,35 +143,29 @@ async function rabbitSystem(work) {
         close: () => connection.close(),
       };
     },
-    stop: async () => { await stop(); await rm(dir, { recursive: true, force: true }); },
+    stop: async () => {
+      // The Debian wrapper starts the Erlang VM through su, in a session of its own: a
+      // signal to the wrapper's group does not reach it. Its pid file does.
+      await stopPid(Number(await readFile(path.join(dir, 'pid'), 'utf8').catch(() => '0')));
+      await broker.stop();
+      await rm(dir, { recursive: true, force: true });
+    },
   };
+}
+
+/** SIGTERM `pid`, SIGKILL it if it is still there after 15 s; returns once it is gone. */
+async function stopPid(pid) {
+  const alive = () => { try { process.kill(pid, 0); return true; } catch { return false; } };
+  if (!pid || !alive()) return;
+  process.kill(pid, 'SIGTERM');
+  const deadline = Date.now() + 15_000;
+  while (alive()) {
+    if (Date.now() > deadline) { process.kill(pid, 'SIGKILL'); }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }
 
 // -- measuring ------------------------------------------------------------------------------
-
-/** `count` sends keeping at most `window` unacknowledged; events/s from first to last ack. */
-async function blast(publisher, count, window, size, round) {
-  let inflight = 0;
-  let failure = null;
-  let wake = null;
-  const settle = () => {
-    inflight--;
-    if (wake) { const w = wake; wake = null; w(); }
-  };
-  const start = performance.now();
-  for (let seq = 0; seq < count;) {
-    while (inflight < window && seq < count) {
-      inflight++;
-      publisher.send(makePayload(size, round, seq++)).then(settle,
-        (error) => { failure ??= error; settle(); });
-    }
-    await new Promise((resolve) => { wake = resolve; });
-    if (failure) throw failure;
-  }
-  while (inflight > 0) await new Promise((resolve) => { wake = resolve; });
-  if (failure) throw failure;
-  return count / ((performance.now() - start) / 1000);
-}
 
 function median(values) {
   const sorted = [...values].sort((a, b) => a - b);
@@ -250,9 +215,9 @@ async function main() {
         const publisher = await system.publisher(`durable${round}`);
         const before = system.storageStats ? await system.storageStats() : null;
         const t0 = performance.now();
-        const rate = await blast(publisher, options.events, options.window, options.size,
-          round + 1);
+        await blast(publisher, options.events, options.window, options.size, round + 1);
         const seconds = (performance.now() - t0) / 1000;
+        const rate = options.events / seconds;
         await publisher.close();
         rates[name].push(rate);
         if (before) {

@@ -33,6 +33,7 @@ import { fileURLToPath } from 'node:url';
 
 import { nativeCeilings } from './native.mjs';
 import { makePayload } from './payload.mjs';
+import { blast } from './publish.mjs';
 import { SYSTEMS, startBrokers, startOverlay } from './systems.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -149,33 +150,6 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
     process.exit(130);
   });
-}
-
-/** Send `count` payloads keeping at most `window` unacknowledged; returns when all are. */
-async function blast(publisher, count, window, size, run) {
-  let inflight = 0;
-  let failure = null;
-  let wake = null;
-  const settle = () => {
-    inflight--;
-    if (wake && inflight < window) { const w = wake; wake = null; w(); }
-  };
-  const fail = (error) => { failure ??= error; settle(); };
-  for (let seq = 0; seq < count;) {
-    while (inflight < window && seq < count) {
-      const pending = publisher.send(makePayload(size, run, seq++));
-      if (pending) {
-        inflight++;
-        pending.then(settle, fail);
-      }
-      if (publisher.flush && seq % window === 0) await publisher.flush();
-    }
-    if (inflight >= window) await new Promise((resolve) => { wake = resolve; });
-    if (failure) throw failure;
-  }
-  while (inflight > 0) await new Promise((resolve) => { wake = resolve; });
-  if (publisher.flush) await publisher.flush();
-  if (failure) throw failure;
 }
 
 /** `count` payloads at `rate` per second (all sends, no window: the rate is low). */

@@ -48,18 +48,36 @@ async function waitPort(port, child, what, timeout = 15_000) {
   throw new Error(`${what} did not listen on port ${port} within ${timeout / 1000} s`);
 }
 
-/** A broker process on a free loopback port; stopped by `stop()`. */
-async function startProcess(what, exe, argsFor, work) {
+/**
+ * A broker process on a free loopback port; stopped by `stop()`. `envFor(port)`: its
+ * environment; `group`: started in a process group of its own and stopped as a group
+ * (a wrapper script's children too, e.g. rabbitmq-server's Erlang VM); `timeout`: ms to
+ * wait for its port.
+ */
+export async function startProcess(what, exe, argsFor, work,
+  { envFor = null, group = false, timeout = 15_000 } = {}) {
   const port = await freePort();
-  const child = spawn(exe, await argsFor(port), { stdio: 'ignore', cwd: work });
-  await waitPort(port, child, what);
+  const env = envFor ? await envFor(port) : process.env;
+  const child = spawn(exe, await argsFor(port), { stdio: 'ignore', cwd: work, env,
+    detached: group });
+  const signal = (name) => {
+    try {
+      if (group) process.kill(-child.pid, name);
+      else child.kill(name);
+    } catch { /* gone already */ }
+  };
+  await waitPort(port, child, what, timeout);
   return {
     port,
     stop: () => new Promise((resolve) => {
-      if (child.exitCode !== null) { resolve(); return; }
-      const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      child.once('exit', () => { clearTimeout(timer); resolve(); });
-      child.kill('SIGTERM');
+      if (child.exitCode !== null) { if (group) signal('SIGKILL'); resolve(); return; }
+      const timer = setTimeout(() => signal('SIGKILL'), 15_000);
+      child.once('exit', () => {
+        clearTimeout(timer);
+        if (group) signal('SIGKILL');  // what the wrapper left behind
+        resolve();
+      });
+      signal('SIGTERM');
     }),
   };
 }

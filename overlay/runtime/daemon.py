@@ -246,11 +246,8 @@ class Daemon(Generic[C]):
                 source = path.with_name(path.name + suffix)
                 if source.exists():
                     source.replace(aside.with_name(aside.name + suffix))
-            if self.tracer is not None:
-                self.tracer.write(time.time(), "storage_dropped",
-                                  {"topic": None, "reason": str(exc)})
             store = await trio.to_thread.run_sync(LogStore, path, node_hex, policy)
-            return store, LoadReport(refused=True)
+            return store, LoadReport(dropped=[(None, str(exc))], refused=True)
 
     def _synced(self, through: int) -> None:
         self.call(lambda core, now: core.on_synced(now, through))

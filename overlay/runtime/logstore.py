@@ -60,6 +60,12 @@ CREATE TABLE IF NOT EXISTS events (
 """
 
 
+#: A topic's row with its counter raised to the given seq (created with its log complete
+#: from the given seq; an existing row keeps where its log is complete from).
+_RAISE_COUNTER = ("INSERT INTO topics VALUES (?, ?, ?) ON CONFLICT(topic) DO UPDATE "
+                  "SET counter = max(counter, excluded.counter)")
+
+
 class StorageError(Exception):
     """The store cannot be used as it is: damaged, another node's, or not writable."""
 
@@ -69,8 +75,9 @@ class LoadReport:
     """What :meth:`LogStore.load` found: the logs, and what it refused to serve."""
 
     logs: list[RestoredLog] = field(default_factory=list)
-    #: (topic, what was wrong): data dropped, to be recovered from replicas.
-    dropped: list[tuple[str, str]] = field(default_factory=list)
+    #: (topic, what was wrong): data dropped, to be recovered from replicas (topic None:
+    #: the whole file).
+    dropped: list[tuple[str | None, str]] = field(default_factory=list)
     ms: float = 0.0
     #: The whole file was refused (moved aside): the node may have held any topic.
     refused: bool = False
@@ -129,8 +136,7 @@ class LogStore:
                 rows.clear()
             for topic, (first, last) in spans.items():
                 # complete_from is set by the append that creates the topic's row only.
-                db.execute("INSERT INTO topics VALUES (?, ?, ?) ON CONFLICT(topic) DO "
-                           "UPDATE SET counter = max(counter, excluded.counter)",
+                db.execute(_RAISE_COUNTER,
                            (topic, last, first))
             spans.clear()
 
@@ -160,8 +166,7 @@ class LogStore:
     def _apply_other(self, op: StorageOp) -> None:
         db = self._db
         if isinstance(op, NoteCounter):
-            db.execute("INSERT INTO topics VALUES (?, ?, ?) ON CONFLICT(topic) DO UPDATE "
-                       "SET counter = max(counter, excluded.counter)",
+            db.execute(_RAISE_COUNTER,
                        (op.topic, op.seq, op.seq + 1))
         elif isinstance(op, TrimLog):
             db.execute("DELETE FROM events WHERE topic = ? AND seq < ?",
@@ -228,10 +233,6 @@ class LogStore:
             # The log is complete up to the damage only: what follows is not served.
             counter = max(counter, events[-1].seq or 0) if events else counter
         return RestoredLog(topic, counter, complete_from, tuple(events)), problem
-
-    def count(self) -> int:
-        return int(self._db.execute("SELECT count(*) FROM events").fetchone()[0])
-
 
 def _encode_body(body: EventBody) -> bytes:
     """What a row stores of an event beyond its topic and seq (in their own columns): a

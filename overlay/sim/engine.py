@@ -50,7 +50,6 @@ class SimStorage:
     busy: bool = False
     #: Bumped at a crash: a sync or flush begun before it completes nothing.
     generation: int = 0
-    syncs: int = 0
 
 
 @dataclass
@@ -320,7 +319,6 @@ class Simulator:
             count = through - (disk.written - len(disk.unsynced))
             disk.durable.apply(disk.unsynced[:count])
             del disk.unsynced[:count]
-            disk.syncs += 1
             disk.busy = False
             if disk.unsynced:  # written while it ran: the next group
                 disk.busy = True
@@ -337,7 +335,6 @@ class Simulator:
             return
         disk.durable.apply(disk.unsynced)
         disk.unsynced.clear()
-        disk.syncs += 1
         disk.busy = False
 
     def _send(self, src: str, dest: str, msg: Message) -> None:

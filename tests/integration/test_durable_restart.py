@@ -18,7 +18,7 @@ import pytest
 import trio
 
 from deploy import cluster
-from overlay.client import ConnectionLost, NotReady, Timeout, connect
+from overlay.client import AsyncClient, ConnectionLost, NotReady, Timeout, connect
 from overlay.core.ids import hash_id
 from tests.integration.fast import FAST
 
@@ -59,10 +59,9 @@ async def publish_all(inventory: cluster.Inventory) -> dict[str, dict[str, int]]
                             and f"{i + 1:032x}" not in acked[TOPICS[i % 3]]]
                     await trio.sleep(0.2)
 
-    async def one(client: object, i: int) -> None:
+    async def one(client: AsyncClient, i: int) -> None:
         topic, msg_id = TOPICS[i % 3], f"{i + 1:032x}"
-        reply = await client.publish(topic, b"%d" % i, attrs={"i": i},  # type: ignore[attr-defined]  # a connected Client
-                                     msg_id=msg_id)
+        reply = await client.publish(topic, b"%d" % i, attrs={"i": i}, msg_id=msg_id)
         acked[topic][msg_id] = reply.seq
 
     async with trio.open_nursery() as nursery:
