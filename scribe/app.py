@@ -364,11 +364,12 @@ class _PartLinks:
     def numbering(self, now: float, topic: str) -> None:
         self.app.publishing.on_claim(now, topic)
 
-    def handing_over(self, topic: str) -> tuple[EventBody, ...]:
-        return self.app.publishing.retention.hand_over(topic)
+    def handing_over(self, now: float, topic: str) -> tuple[EventBody, ...]:
+        return self.app.publishing.retention.hand_over(now, topic)
 
-    def taking_over(self, now: float, topic: str, events: tuple[EventBody, ...]) -> None:
-        self.app.publishing.retention.adopt_events(now, topic, events)
+    def taking_over(self, now: float, topic: str, events: tuple[EventBody, ...],
+                    counter: int) -> None:
+        self.app.publishing.retention.adopt_events(now, topic, events, counter)
 
     def seen(self, tree: TopicTree, seq: int) -> bool:
         return self.app.ordering.seen(tree, seq)

@@ -102,10 +102,11 @@ class Dissemination:
     def from_root(self, now: float, body: EventBody) -> None:
         """The root numbered ``body``: start it down the tree."""
         s = self.s
+        tree = s.trees.get(body.topic)
+        moved = self._moved(tree, body)
         handled = HandledEvent(body, 0)
         self.memory.remember(now, handled)
         s.wake(now)
-        tree = s.trees.get(body.topic)
         if tree is None:
             return  # nobody subscribes to the topic
         assert body.seq is not None
@@ -122,7 +123,8 @@ class Dissemination:
                 if groups is None:
                     groups = set()
                 groups.update(edge.digest.groups)
-        self._spread(now, tree, handled, True, sorted(groups) if groups else (), upstream=None)
+        self._spread(now, tree, handled, True, sorted(groups) if groups else (), upstream=None,
+                     deliver=not moved)
 
     def on_event(self, now: float, ev: Event) -> None:
         s = self.s
@@ -158,12 +160,27 @@ class Dissemination:
         s = self.s
         body = ev.body
         handled = self.memory.get(body.topic, body.msg_id)
-        if handled is None:
+        moved = False
+        if handled is None or (ev.plain and handled.body.seq != body.seq):
+            # New here, or a copy a partition merge moved to a new number: passed on
+            # under that number, delivered only where it was not before.
+            moved = ev.plain and self._moved(tree, body)
             handled = HandledEvent(body, ev.hop)
             self.memory.remember(now, handled)
             s.wake(now)
         self._spread(now, tree, handled, ev.plain and not handled.plain_done, ev.groups,
-                     upstream=ev.sender)
+                     upstream=ev.sender, deliver=not moved)
+
+    def _moved(self, tree: TopicTree | None, body: EventBody) -> bool:
+        """Whether this node handled ``body``'s event already under another number: a
+        copy a partition merge moved (:mod:`scribe.merge`), to pass on to the children
+        but not to deliver again. Known from the memory of recent events, or from the
+        node's log of handled ones (as far back as retention keeps it)."""
+        earlier = self.memory.get(body.topic, body.msg_id)
+        if earlier is not None and earlier.plain_done and earlier.body.seq != body.seq:
+            return True
+        held = None if tree is None else tree.stream.log.by_msg.get(body.msg_id)
+        return held is not None and held != body.seq
 
     def on_anycast_back(self, now: float, msg: AnycastBack) -> None:
         handled = self.memory.get(msg.topic, msg.msg_id)
@@ -190,14 +207,15 @@ class Dissemination:
     # -- one step ------------------------------------------------------------------------------
 
     def _spread(self, now: float, tree: TopicTree, handled: HandledEvent, plain: bool,
-                groups: Iterable[str], upstream: NodeRef | None) -> None:
+                groups: Iterable[str], upstream: NodeRef | None, deliver: bool = True) -> None:
+        """``deliver``: to local subscriptions too (not an event they had already)."""
         s = self.s
         attrs = handled.body.attrs
         topic_subs = s.subs.topic(handled.body.topic)
         plan: Plan = {}
         if plain:
             handled.plain_done = True
-            if topic_subs is not None:
+            if topic_subs is not None and deliver:
                 for sub in topic_subs.matching_plain(attrs):
                     self.deliver_to(sub, handled)
             filtered = s.config.summaries

@@ -3,7 +3,8 @@
 A node persists the events it retains for a topic, as its root or as a replica of the
 root, in one log per topic (the union of both roles: a restarted node loads every log as
 replica copies, and adopts them when it owns the topic's key again, as a replica does):
-:class:`AppendEvents` when events join the log, :class:`TrimLog` when retention dropped
+:class:`AppendEvents` when events join the log, :class:`MoveEvents` when a partition
+merge renumbered some (``Retention.merge``), :class:`TrimLog` when retention dropped
 the oldest, :class:`DropLog` when the node holds nothing of the topic any more, and
 :class:`NoteCounter` when it learns the root's counter went past its last event (so a
 restarted node never numbers below it).
@@ -31,6 +32,21 @@ class AppendEvents(StorageOp):
 
     topic: str
     events: tuple[EventBody, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MoveEvents(StorageOp):
+    """Events of ``topic``'s log were renumbered at a partition merge: the rows at the
+    seqs ``moved_from`` are gone, ``events`` (their new numbers, and the other side's
+    events numbered after them) join the log."""
+
+    topic: str
+    moved_from: tuple[int, ...]
+    events: tuple[EventBody, ...]
+
+    def __post_init__(self) -> None:
+        if not self.events:
+            raise ValueError("a move carries the renumbered events")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +130,13 @@ class MemoryLogs:
 
     def apply_one(self, op: StorageOp) -> None:
         logs = self._logs
-        if isinstance(op, AppendEvents):
+        if isinstance(op, MoveEvents):
+            log = logs.get(op.topic)
+            if log is not None:
+                for seq in op.moved_from:
+                    log.events.pop(seq, None)
+            self.apply_one(AppendEvents(op.topic, op.events))
+        elif isinstance(op, AppendEvents):
             log = logs.get(op.topic)
             if log is None:
                 first = min(body.seq or 0 for body in op.events)
@@ -184,5 +206,6 @@ class Durability:
         return freed
 
 
-__all__ = ["AppendEvents", "DropLog", "Durability", "MemoryLogs", "NoteCounter", "ReplicaCopy",
+__all__ = ["AppendEvents", "DropLog", "Durability", "MemoryLogs", "MoveEvents", "NoteCounter",
+           "ReplicaCopy",
            "RestoredLog", "RootCopy", "SyncWaiter", "TrimLog"]

@@ -45,10 +45,11 @@ class TreeEvents(Protocol):
     def numbering(self, now: float, topic: str) -> None:
         """This node starts numbering ``topic`` (it adopts its replica copies)."""
 
-    def handing_over(self, topic: str) -> tuple[EventBody, ...]:
+    def handing_over(self, now: float, topic: str) -> tuple[EventBody, ...]:
         """The key moved away: the events retained for ``topic``, to hand over."""
 
-    def taking_over(self, now: float, topic: str, events: tuple[EventBody, ...]) -> None:
+    def taking_over(self, now: float, topic: str, events: tuple[EventBody, ...],
+                    counter: int) -> None:
         """A former root handed ``events`` of ``topic`` over."""
 
 
@@ -158,7 +159,7 @@ class Membership:
         # events with the first (the new root sends down what it lacks of them at once),
         # older ones after it, each without the digest (they only add to the new root's
         # buffer). Each message is oldest first.
-        bodies = self.events.handing_over(topic)
+        bodies = self.events.handing_over(now, topic)
         runs = [run[::-1] for run in message_runs(bodies[::-1], s.config.sizes)]
         seq = s.seq.get(topic, 0)
         for part, run in enumerate(runs):
@@ -168,8 +169,7 @@ class Membership:
 
     def on_handover(self, now: float, msg: RootHandover) -> None:
         s = self.s
-        s.note_seq(msg.topic, msg.seq)
-        self.events.taking_over(now, msg.topic, msg.events)
+        self.events.taking_over(now, msg.topic, msg.events, msg.seq)
         adopt = msg.digest is not None and msg.old_root.id != s.me.id
         tree = s.tree_for(now, msg.topic) if adopt else None
         mine = s.trees.get(msg.topic)

@@ -151,9 +151,11 @@ class Ordering:
         st = tree.stream
         assert ev.body.seq is not None
         st.through = ev.body.seq
+        # Handled before it joins the log: the log still shows whether this node had
+        # the event under another number (moved at a partition merge: not delivered again).
+        self.handle(now, tree, ev)
         st.log.add(now, ev.body)
         st.log.trim(now, self.s.config)
-        self.handle(now, tree, ev)
 
     def on_sync(self, now: float, tree: TopicTree, prev: int | None,
                 through: int | None) -> None:

@@ -35,12 +35,14 @@ from scribe.durability import (
     AppendEvents,
     DropLog,
     Durability,
+    MoveEvents,
     NoteCounter,
     ReplicaCopy,
     RestoredLog,
     RootCopy,
     TrimLog,
 )
+from scribe.merge import MergePlan, plan_merge
 from scribe.messages import (
     EventBody,
     PublishAck,
@@ -118,6 +120,9 @@ class Retention:
         self.replica: dict[str, Retained] = {}
         #: (topic, msg_id) -> reliable events waiting for replica confirmations.
         self.pending: dict[tuple[str, str], PendingAck] = {}
+        #: Topic -> the fork of its last partition merge: a later part of the same
+        #: handover moves this root's events below it only (see scribe.merge).
+        self._moved_below: dict[str, int] = {}
 
     def __bool__(self) -> bool:
         """Whether the maintenance tick has work here (time-outs, trimming)."""
@@ -158,23 +163,88 @@ class Retention:
             retained.complete_from = min(retained.complete_from, copies.complete_from)
         self.s.note_seq(topic, copies.last_seq())
 
-    def adopt_events(self, now: float, topic: str, events: tuple[EventBody, ...]) -> None:
-        """Events a former root handed over with the key."""
+    def adopt_events(self, now: float, topic: str, events: tuple[EventBody, ...],
+                     counter: int) -> None:
+        """Events a former root handed over with the key, numbered up to ``counter``.
+        When this node numbered the topic too (each on its side of a partition), the two
+        logs are merged (:mod:`scribe.merge`)."""
+        mine = self.root.get(topic)
+        if mine is not None and topic in self.s.numbering:
+            plan = plan_merge(mine, self.s.seq.get(topic, 0), events, counter,
+                              self._moved_below.get(topic))
+            if plan.fork is not None:
+                self.merge(now, topic, plan)
+                return
+            events = plan.fill
         copies = Retained(complete_from=events[0].seq or 1) if events else Retained()
         copies.merge(now, events)
         self.adopt(topic, copies)
         if events:
             self.durability.write(AppendEvents(topic, events))
+        self.s.note_seq(topic, counter)
 
-    def hand_over(self, topic: str) -> tuple[EventBody, ...]:
+    def merge(self, now: float, topic: str, plan: MergePlan) -> None:
+        """Carry out a merge (:func:`scribe.merge.plan_merge`): fill holes, move the
+        events numbered on both sides since the fork after both counters, and send them
+        down in their new order (behind any event still waiting for its replicas)."""
+        s = self.s
+        mine = self.root[topic]
+        for body in plan.fill:
+            mine.add(now, body)
+        if plan.fill:
+            self.durability.write(AppendEvents(topic, plan.fill))
+        released = self.released_through(topic)
+        queue = self.unreleased.setdefault(topic, OrderedDict())
+        #: msg_id -> whether it may go down (this root's events still in the queue).
+        queued: dict[str, bool] = {}
+        handled: list[EventBody] = []
+        for body in plan.ours:
+            assert body.seq is not None
+            mine.remove(body.seq)
+            entry = queue.pop(body.seq, None)
+            if entry is not None:
+                queued[body.msg_id] = entry[1]
+            elif body.seq <= released:
+                handled.append(body)
+        tree = s.trees.get(topic)
+        if tree is not None:
+            # This root's subscriptions had these under their old numbers: its log of
+            # handled events tells the moved copies from new ones (see Dissemination).
+            tree.stream.log.merge(now, handled)
+        moved = plan.renumbered()
+        s.note_seq(topic, moved[-1].seq or 0)
+        assert plan.fork is not None
+        self._moved_below[topic] = plan.fork
+        replicas = self.replicas_of(topic)
+        for body in moved:
+            mine.add(now, body)
+            queue[body.seq or 0] = (body, queued.get(body.msg_id, True))
+            pending = self.pending.get((topic, body.msg_id))
+            if pending is not None:
+                pending.body = body
+            for replica in replicas:
+                s.send(replica, Replicate(body, s.me))
+        self.durability.write(MoveEvents(topic, tuple(b.seq or 0 for b in plan.ours), moved))
+        s.trace("merge", topic=topic, fork=plan.fork, moved=len(moved), ours=len(plan.ours),
+                first=moved[0].seq, last=moved[-1].seq)
+        self.release_ready(now, topic)
+
+    def hand_over(self, now: float, topic: str) -> tuple[EventBody, ...]:
         """This node no longer owns ``topic``'s key: what it retained goes with it (and it
         keeps a copy, as the new owner's successor is a natural replica)."""
+        released = self.released_through(topic)
         retained = self.root.pop(topic, None)
         self.replica_views.pop(topic, None)
         if retained is None:
             return ()
         self.replica[topic] = retained
-        return tuple(retained.bodies(len(retained)))
+        bodies = tuple(retained.bodies(len(retained)))
+        tree = self.s.trees.get(topic)
+        if tree is not None:
+            # What this node's subscriptions had as the root: if the new root moves some
+            # of it (a partition merge), its log tells the moved copies from new events.
+            tree.stream.log.merge(now, [b for b in bodies if (b.seq or 0) <= released])
+        return bodies
 
     def keep(self, now: float, body: EventBody, origin: NodeRef, reliable: bool) -> bool:
         """Retain a freshly numbered event; for a reliable one, copy it to the replicas.

@@ -34,10 +34,18 @@ class Retained:
         return len(self.events)
 
     def add(self, now: float, body: EventBody) -> None:
+        """Keep ``body`` at its seq, unless an event is there already. An event lives at
+        one seq: a copy at a higher seq than one held (renumbered at a partition merge,
+        see ``Retention.merge``) replaces it, one at a lower seq is ignored."""
         seq = body.seq
         assert seq is not None
         if seq in self.events:
             return
+        held = self.by_msg.get(body.msg_id)
+        if held is not None:
+            if held > seq:
+                return
+            self.remove(held)
         out_of_order = bool(self.events) and seq < next(reversed(self.events))
         self.events[seq] = (now, body)
         self.by_msg[body.msg_id] = seq
@@ -45,6 +53,16 @@ class Retained:
         if out_of_order:
             self.events = OrderedDict(sorted(self.events.items()))
             self.untouchable_until = float("-inf")  # the oldest event may be another
+
+    def remove(self, seq: int) -> EventBody | None:
+        """Take the event at ``seq`` out (it moved to another seq), if one is there."""
+        found = self.events.pop(seq, None)
+        if found is None:
+            return None
+        body = found[1]
+        self.by_msg.pop(body.msg_id, None)
+        self.payload_bytes -= len(body.payload)
+        return body
 
     def contiguous_through(self) -> int:
         """The highest seq up to which every event from ``complete_from`` on is here."""

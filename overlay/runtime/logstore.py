@@ -33,7 +33,14 @@ import cbor2
 import trio
 
 from overlay.core.storage import StorageOp, SyncPolicy
-from scribe.durability import AppendEvents, DropLog, NoteCounter, RestoredLog, TrimLog
+from scribe.durability import (
+    AppendEvents,
+    DropLog,
+    MoveEvents,
+    NoteCounter,
+    RestoredLog,
+    TrimLog,
+)
 from scribe.messages import EventBody
 
 log = logging.getLogger("overlay.storage")
@@ -143,7 +150,11 @@ class LogStore:
         try:
             db.execute("BEGIN")
             for op in ops:
-                if isinstance(op, AppendEvents):
+                if isinstance(op, MoveEvents):
+                    flush()  # the rows leave before their new numbers come
+                    db.executemany("DELETE FROM events WHERE topic = ? AND seq = ?",
+                                   [(op.topic, seq) for seq in op.moved_from])
+                if isinstance(op, AppendEvents | MoveEvents):
                     seqs = []
                     for body in op.events:
                         data = _encode_body(body)

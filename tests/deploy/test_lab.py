@@ -196,3 +196,34 @@ async def test_events_published_during_a_partition_reach_the_other_side_after_he
                               "an event published after the heal")
         nursery.cancel_scope.cancel()
     listeners.check_once_in_order()
+
+
+async def test_both_sides_publish_on_one_topic_and_every_subscriber_gets_every_event_once(
+        six_hosts: lab.LabInventory) -> None:
+    """Issue 26's lab: a 3 + 3 partition, a root on each side numbering the same topic;
+    at the heal the root that keeps the key merges the other's log (scribe.merge)."""
+    left, right = [0, 1, 2], [3, 4, 5]
+    topic = "split.0"
+    listeners = Listeners(six_hosts, [1, 2, 4, 5], [topic])
+    async with trio.open_nursery() as nursery:
+        await listeners.run(nursery)
+        await listeners.wait_in_trees(six_hosts.nodes[0].api, deadline=45)
+        lab.partition(six_hosts, left, right)
+        try:
+            sent: dict[str, set[str]] = {topic: set()}
+            for host, first in ((0, 20_000), (3, 20_100)):
+                sent[topic] |= await publish_many(six_hosts, host, topic, first, 6)
+            # Each side's subscribers have their side's events, and only those.
+            await wait_until_none(lambda: listeners.missing(sent, [1, 2, 4, 5]) != {
+                f"h{h}/{topic}": 6 for h in (1, 2, 4, 5)}, 45,
+                "each side's subscribers to have their side's events", listeners.describe)
+        finally:
+            lab.heal(six_hosts)
+        await wait_until_none(lambda: lab.ring_problem(six_hosts), 60, "one ring again")
+        await wait_until_none(lambda: listeners.missing(sent, [1, 2, 4, 5]), 60,
+                              "every event on both sides", listeners.describe)
+        after = {topic: await publish_many(six_hosts, 5, topic, 20_200, 1)}
+        await wait_until_none(lambda: listeners.missing(after, [1, 2, 4, 5]), 45,
+                              "an event published after the heal", listeners.describe)
+        nursery.cancel_scope.cancel()
+    listeners.check_once_in_order()

@@ -41,6 +41,11 @@ class RecordingHost:
     replicas: list[NodeRef] = field(default_factory=list)
     #: What ``predecessor`` answers.
     pred: NodeRef | None = None
+    #: Storage operations asked for (a durable app's ``Persist``), in order.
+    persisted: list[Any] = field(default_factory=list)
+
+    def persist(self, op: Any) -> None:
+        self.persisted.append(op)
 
     def route(self, now: float, key: int, msg: Message) -> None:
         if self.is_responsible(key):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from scribe.durability import (
     AppendEvents,
     DropLog,
     MemoryLogs,
+    MoveEvents,
     NoteCounter,
     RestoredLog,
     TrimLog,
@@ -30,6 +32,11 @@ NODE = "ab" * 16
 def body(topic: str, seq: int, payload: bytes = b"p") -> EventBody:
     return EventBody(topic, f"{seq:032x}", seq, {"n": seq, "s": "x"}, payload, "cd" * 16,
                      1700000000.0 + seq)
+
+
+def renumbered(seq: int, to: int) -> EventBody:
+    """``seq``'s event moved to ``to`` (a partition merge)."""
+    return replace(body("t", seq), seq=to)
 
 
 #: Operation sequences every store must give the same logs for.
@@ -57,7 +64,13 @@ CASES: dict[str, list[StorageOp]] = {
         DropLog("a"),
     ],
     "large payload": [AppendEvents("big", (body("big", 1, b"\x00" * 1_000_000),))],
+    # A partition merge moved 2 and 3 (and the other side's event) after the counter 4.
+    "move": [
+        AppendEvents("t", tuple(body("t", s) for s in range(1, 5))),
+        MoveEvents("t", (2, 3), (renumbered(2, 5), renumbered(3, 6), body("t", 7))),
+    ],
 }
+
 
 
 def memory_logs(ops: list[StorageOp], tmp_path: Path) -> list[RestoredLog]:
@@ -92,6 +105,8 @@ def test_stores_agree_on_every_case(store: Store, case: str, tmp_path: Path) -> 
                                       RestoredLog("b", 7, 8, ())],
         "drop": [RestoredLog("b", 1, 1, (body("b", 1),))],
         "large payload": [RestoredLog("big", 1, 1, (body("big", 1, b"\x00" * 1_000_000),))],
+        "move": [RestoredLog("t", 7, 1, (body("t", 1), body("t", 4), renumbered(2, 5),
+                                         renumbered(3, 6), body("t", 7)))],
     }[case]
     assert store(CASES[case], tmp_path) == expected
 
