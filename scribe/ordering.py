@@ -152,7 +152,7 @@ class Ordering:
         assert ev.body.seq is not None
         st.through = ev.body.seq
         st.log.add(now, ev.body)
-        st.log.trim(now, self.s.config)
+        st.log.trim(now, self.s.config.retention_of(tree.topic))
         self.handle(now, tree, ev)
 
     def on_sync(self, now: float, tree: TopicTree, prev: int | None,
