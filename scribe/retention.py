@@ -451,6 +451,8 @@ class Retention:
             self.restored.add(log.topic)
             s.note_seq(log.topic, max(log.counter, log.events[-1].seq or 0 if log.events
                                       else 0))
+        if logs:  # the tick ages the copies and tells the store what restoring dropped
+            s.wake(now)
 
 
 __all__ = ["LocalAck", "PendingAck", "Release", "Retention"]
