@@ -1,13 +1,14 @@
 """What the root keeps so that an acknowledged event is not lost with it.
 
 Per topic the root retains its numbered events (bounded by the topic's retention,
-:meth:`ScribeConfig.retention_of`) and, for a reliable publish, sends a copy (:class:`Replicate`) to
-the next ``replicas`` nodes of its successor list, the nodes that take the topic's key
-over when it fails. The publisher is answered only when every one of them confirmed
-(:class:`ReplicateAck`), or was given up on: unreachable, or silent past
-``replica_timeout`` (the ring's own repair then changes the successor list). A replica
-keeps the copies and the counter; when it becomes responsible for the key, it adopts
-them and numbers on from there, so the sequence neither restarts nor forks.
+:meth:`ScribeConfig.retention_of`) and, for a reliable publish, sends a copy
+(:class:`Replicate`) to the next ``replicas`` nodes of its successor list, the nodes
+that take the topic's key over when it fails. The publisher is answered only when
+every one of them confirmed (:class:`ReplicateAck`), or was given up on: unreachable,
+or silent past ``replica_timeout`` (the ring's own repair then changes the successor
+list). A replica keeps the copies and the counter; when it becomes responsible for the
+key, it adopts them and numbers on from there, so the sequence neither restarts nor
+forks.
 
 The retained events also make the root idempotent: a publish retried with a msg_id it
 already numbered is answered with the same number and not sent down the tree again.
