@@ -3,8 +3,55 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 
 from overlay.core.limits import SizeLimits
+
+#: Topics whose retention :meth:`ScribeConfig.retention_of` remembers; past it the memory
+#: starts over (a node sees few topics at once; this bounds a churn of names).
+RETENTION_CACHE = 65_536
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRetention:
+    """How much of one topic's events a node keeps: its root and replicas, and every tree
+    node's log (:meth:`ScribeConfig.retention_of` says which for a topic)."""
+
+    count: int
+    bytes: int
+    seconds: float
+    #: Events younger than this are kept beyond ``count`` and ``bytes`` (one value for
+    #: every topic: ``retain_min_age``).
+    min_age: float
+
+    def limits(self) -> dict[str, int | float]:
+        """The three bounds as ``status.logs`` shows them."""
+        return {"count": self.count, "bytes": self.bytes, "seconds": self.seconds}
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionRule:
+    """Bounds for the topics whose name matches ``topics``, a glob matched with
+    :func:`fnmatch.fnmatchcase` (case-sensitive; ``*`` any characters, dots included,
+    ``?`` one, ``[...]`` a set). A bound left None is the default's (``retain_*``)."""
+
+    topics: str
+    count: int | None = None
+    bytes: int | None = None
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.topics, str) or not self.topics:
+            raise ValueError(f"topics must be a non-empty pattern, got {self.topics!r}")
+        for name in ("count", "bytes"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                      or value < 1):
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        seconds = self.seconds
+        if seconds is not None and (not isinstance(seconds, int | float)
+                                    or isinstance(seconds, bool) or not seconds > 0):
+            raise ValueError(f"seconds must be a number > 0, got {seconds!r}")
 
 
 @dataclass(frozen=True)
@@ -51,6 +98,9 @@ class ScribeConfig:
     #: while the pulls sent before it are answered; trimmed at once, its head would be
     #: declared gone to members whose copies of it were still on their way.
     retain_min_age: float = 3.0
+    #: Per-topic bounds (``[[retention]]`` in the daemon's file): the first rule whose
+    #: pattern matches a topic gives its bounds, the ``retain_*`` above the rest.
+    retention: tuple[RetentionRule, ...] = ()
     #: Retained events go to the node's store too (``Persist`` effects), and a reliable
     #: publish is acknowledged only once the root and its replicas have synced it
     #: (scribe.durability). False: retention lives in memory only.
@@ -70,6 +120,29 @@ class ScribeConfig:
     #: The size model of the overlay's ``max_frame`` (set by the daemon from
     #: ``[limits]``, not a protocol setting): bounds the messages that carry events.
     sizes: SizeLimits = field(default_factory=SizeLimits)
+    #: Topic -> its retention, once looked up (the hot path trims at every event).
+    _retention_of: dict[str, TopicRetention] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+
+    def retention_of(self, topic: str) -> TopicRetention:
+        """The retention of ``topic``: the first matching rule's bounds over the
+        defaults (the one definition the root, the replicas and tree nodes use)."""
+        known = self._retention_of.get(topic)
+        if known is not None:
+            return known
+        if len(self._retention_of) >= RETENTION_CACHE:
+            self._retention_of.clear()
+        found = self._retention_of[topic] = self._match(topic)
+        return found
+
+    def _match(self, topic: str) -> TopicRetention:
+        rule = next((r for r in self.retention if fnmatchcase(topic, r.topics)), None)
+        count, size, seconds = self.retain_count, self.retain_bytes, self.retain_seconds
+        if rule is not None:
+            count = count if rule.count is None else rule.count
+            size = size if rule.bytes is None else rule.bytes
+            seconds = seconds if rule.seconds is None else float(rule.seconds)
+        return TopicRetention(count, size, seconds, self.retain_min_age)
 
     def takeover_window(self) -> float:
         if self.takeover_wait is not None:
@@ -94,5 +167,9 @@ class ScribeConfig:
             raise ValueError(f"retain_min_age must be >= 0, got {self.retain_min_age}")
         if self.replicas < 0:
             raise ValueError(f"replicas must be >= 0, got {self.replicas}")
+        object.__setattr__(self, "retention", tuple(self.retention))
+        for rule in self.retention:
+            if not isinstance(rule, RetentionRule):
+                raise ValueError(f"retention must hold RetentionRule values, got {rule!r}")
         if self.max_redirects < 0:
             raise ValueError(f"max_redirects must be >= 0, got {self.max_redirects}")

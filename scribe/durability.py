@@ -83,10 +83,21 @@ class RestoredLog:
     complete_from: int
     #: Oldest first, contiguous or not.
     events: tuple[EventBody, ...]
+    #: Wall-clock time of the load, on the clock of the events' ``ts`` (the publisher
+    #: daemon's ``time.time()``; the simulator's clock in the simulator). None: unknown,
+    #: the events' ages start at the restore.
+    loaded_at: float | None = field(default=None, compare=False)
 
     @property
     def payload_bytes(self) -> int:
         return sum(len(e.payload) for e in self.events)
+
+    def age(self, body: EventBody) -> float:
+        """How old ``body`` was at the load: since its publish (``ts``), so the time the
+        node was down counts. A ``ts`` ahead of the clock (skew) counts as new."""
+        if self.loaded_at is None:
+            return 0.0
+        return max(0.0, self.loaded_at - body.ts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,9 +170,10 @@ class MemoryLogs:
         else:
             raise TypeError(f"not a topic-log operation: {type(op).__name__}")
 
-    def load(self) -> list[RestoredLog]:
+    def load(self, loaded_at: float | None = None) -> list[RestoredLog]:
+        """The logs, as of ``loaded_at`` (:attr:`RestoredLog.loaded_at`)."""
         return [RestoredLog(topic, log.counter, log.complete_from,
-                            tuple(log.events[s] for s in sorted(log.events)))
+                            tuple(log.events[s] for s in sorted(log.events)), loaded_at)
                 for topic, log in sorted(self._logs.items())]
 
 

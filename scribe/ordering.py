@@ -155,7 +155,7 @@ class Ordering:
         # the event under another number (moved at a partition merge: not delivered again).
         self.handle(now, tree, ev)
         st.log.add(now, ev.body)
-        st.log.trim(now, self.s.config)
+        st.log.trim(now, self.s.config.retention_of(tree.topic))
 
     def on_sync(self, now: float, tree: TopicTree, prev: int | None,
                 through: int | None) -> None:

@@ -1,13 +1,14 @@
 """What the root keeps so that an acknowledged event is not lost with it.
 
-Per topic the root retains its numbered events (bounded by ``retain_count`` and
-``retain_seconds``) and, for a reliable publish, sends a copy (:class:`Replicate`) to
-the next ``replicas`` nodes of its successor list, the nodes that take the topic's key
-over when it fails. The publisher is answered only when every one of them confirmed
-(:class:`ReplicateAck`), or was given up on: unreachable, or silent past
-``replica_timeout`` (the ring's own repair then changes the successor list). A replica
-keeps the copies and the counter; when it becomes responsible for the key, it adopts
-them and numbers on from there, so the sequence neither restarts nor forks.
+Per topic the root retains its numbered events (bounded by the topic's retention,
+:meth:`ScribeConfig.retention_of`) and, for a reliable publish, sends a copy
+(:class:`Replicate`) to the next ``replicas`` nodes of its successor list, the nodes
+that take the topic's key over when it fails. The publisher is answered only when
+every one of them confirmed (:class:`ReplicateAck`), or was given up on: unreachable,
+or silent past ``replica_timeout`` (the ring's own repair then changes the successor
+list). A replica keeps the copies and the counter; when it becomes responsible for the
+key, it adopts them and numbers on from there, so the sequence neither restarts nor
+forks.
 
 The retained events also make the root idempotent: a publish retried with a msg_id it
 already numbered is answered with the same number and not sent down the tree again.
@@ -256,7 +257,7 @@ class Retention:
             # A root numbering from scratch has every event from 1 on.
             retained = self.root[topic] = Retained(complete_from=1)
         retained.add(now, body)
-        retained.trim(now, s.config)
+        retained.trim(now, s.config.retention_of(topic))
         assert body.seq is not None
         written = self.durability.write(AppendEvents(topic, (body,)))
         queue = self.unreleased.get(topic)
@@ -363,7 +364,7 @@ class Retention:
         cfg = self.s.config
         for table in (self.root, self.replica):
             for topic, retained in list(table.items()):
-                retained.trim(now, cfg)
+                retained.trim(now, cfg.retention_of(topic))
                 if not retained.events:
                     del table[topic]
         if self.durability.enabled:
@@ -458,7 +459,7 @@ class Retention:
             # with it the buffer is complete from its first event on.
             retained.complete_from = first
         retained.merge(now, events)
-        retained.trim(now, self.s.config)
+        retained.trim(now, self.s.config.retention_of(topic))
 
     def on_replicate(self, now: float, msg: Replicate) -> None:
         s = self.s
@@ -476,7 +477,8 @@ class Retention:
 
     def logs(self) -> dict[str, dict[str, Any]]:
         """Per topic this node retains events of: as its root or a replica, how many,
-        their payload bytes, the first and last seq, and the topic's counter."""
+        their payload bytes, the first and last seq, the topic's counter, and its
+        retention (the bounds that apply to it)."""
         found: dict[str, dict[str, Any]] = {}
         for role, table in (("replica", self.replica), ("root", self.root)):
             for topic, retained in table.items():
@@ -485,7 +487,8 @@ class Retention:
                                 "bytes": retained.payload_bytes,
                                 "first_seq": next(iter(events), None),
                                 "last_seq": retained.last_seq() if events else None,
-                                "counter": self.s.seq.get(topic, 0)}
+                                "counter": self.s.seq.get(topic, 0),
+                                "retention": self.s.config.retention_of(topic).limits()}
         return dict(sorted(found.items()))
 
     def on_synced(self, now: float, through: int) -> None:
@@ -501,19 +504,26 @@ class Retention:
     def restore(self, now: float, logs: list[RestoredLog], lost: bool = False) -> None:
         """Logs a store loaded at start: this node holds them as replica copies (it
         adopts them when it owns a topic's key again, and numbers on from their counter,
-        never below it). ``lost``: the store was refused whole; until ``lost_until`` any
-        topic this node claims is treated as restored (its replicas are asked)."""
+        never below it), each as old as :meth:`RestoredLog.age` says. ``lost``: the
+        store was refused whole; until ``lost_until`` any topic this node claims is
+        treated as restored (its replicas are asked)."""
         s = self.s
         if lost:
             self.lost_until = now + LOST_STORE_WINDOW
         for log in logs:
             copies = Retained(complete_from=log.complete_from)
-            copies.merge(now, log.events)
+            for body in log.events:
+                copies.add(now - log.age(body), body)
+            # Events past the topic's retention go now; the first tick tells the store.
+            copies.trim(now, s.config.retention_of(log.topic))
             if copies.events:
                 self.replica[log.topic] = copies
             self._persisted_from[log.topic] = log.complete_from
             self.restored.add(log.topic)
-            s.note_seq(log.topic, max(log.counter, copies.last_seq()))
+            s.note_seq(log.topic, max(log.counter, log.events[-1].seq or 0 if log.events
+                                      else 0))
+        if logs:  # the tick ages the copies and tells the store what restoring dropped
+            s.wake(now)
 
 
 __all__ = ["LocalAck", "PendingAck", "Release", "Retention"]

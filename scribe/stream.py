@@ -11,7 +11,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from chord.kbr import NodeRef
-from scribe.config import ScribeConfig
+from scribe.config import TopicRetention
 from scribe.messages import Event, EventBody
 
 
@@ -24,10 +24,10 @@ class Retained:
     events: OrderedDict[int, tuple[float, EventBody]] = field(default_factory=OrderedDict)
     by_msg: dict[str, int] = field(default_factory=dict)
     complete_from: int = 1
-    #: Payload bytes of the events held (retention bounds them: ``retain_bytes``).
+    #: Payload bytes of the events held (retention bounds them: ``bytes``).
     payload_bytes: int = 0
     #: Until then, nothing can be trimmed: the oldest event is younger than both limits
-    #: of age (a burst kept past ``retain_count`` spares the per-event look at it).
+    #: of age (a burst kept past ``count`` spares the per-event look at it).
     untouchable_until: float = float("-inf")
 
     def __len__(self) -> int:
@@ -76,23 +76,23 @@ class Retained:
     def last_seq(self) -> int:
         return next(reversed(self.events)) if self.events else 0
 
-    def trim(self, now: float, cfg: ScribeConfig) -> None:
-        """Drop the oldest events beyond ``retain_count`` or ``retain_bytes`` or older
-        than ``retain_seconds``; but not, for the count and bytes, those younger than
-        ``retain_min_age``."""
-        count, seconds, limit = cfg.retain_count, cfg.retain_seconds, cfg.retain_bytes
+    def trim(self, now: float, retention: TopicRetention) -> None:
+        """Drop the oldest events beyond the topic's ``count`` or ``bytes`` or older
+        than its ``seconds``; but not, for the count and bytes, those younger than
+        ``min_age``."""
+        count, seconds, limit = retention.count, retention.seconds, retention.bytes
         events = self.events
         if len(events) <= count and self.payload_bytes <= limit and (
                 not events or next(iter(events.values()))[0] > now - seconds):
             return  # the common case, checked without taking the first item apart
         if now < self.untouchable_until:
             return
-        young = now - cfg.retain_min_age
+        young = now - retention.min_age
         while self.events:
             seq, (kept_at, body) = next(iter(self.events.items()))
             within = len(self.events) <= count and self.payload_bytes <= limit
             if kept_at > now - seconds and (within or kept_at > young):
-                self.untouchable_until = kept_at + min(cfg.retain_min_age, seconds)
+                self.untouchable_until = kept_at + min(retention.min_age, seconds)
                 return
             del self.events[seq]
             self.by_msg.pop(body.msg_id, None)

@@ -15,7 +15,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_analysis import cost, delivery, expected, gossip, latency, trees
+from spark_analysis import cost, delivery, expected, gossip, latency, recovery, trees
 from spark_analysis.load import LoadResult, load_traces
 from spark_analysis.location import OutDir
 from spark_analysis.stats import rows_by_scope
@@ -29,6 +29,7 @@ STEPS = (
     "latency",
     "cost",
     "gossip",
+    "recovery",
     "report",
 )
 
@@ -101,6 +102,8 @@ class _Results:
     bad_filters: int | None = None
     subscriptions: int | None = None
     match_errors: int | None = None
+    recovery_nodes: list[dict[str, Any]] | None = None
+    recovery_dropped: list[dict[str, Any]] | None = None
 
     def unset(self) -> list[str]:
         return [f.name for f in fields(self) if getattr(self, f.name) is None]
@@ -114,9 +117,9 @@ class _Steps:
     """The metric steps after loading, as chains run side by side.
 
     One Spark job rarely keeps both cores busy (small tasks, the driver planning between
-    jobs), so four chains share the executor: trees; expected receivers, then the
-    deliveries against them; cost, then gossip (which needs the published events);
-    latency (which needs the deliveries). What one chain needs from another comes
+    jobs), so four chains share the executor: trees, then recovery; expected receivers,
+    then the deliveries against them; cost, then gossip (which needs the published
+    events); latency (which needs the deliveries). What one chain needs from another comes
     through a Future. Each fills in its own fields; ``persisted`` are unpersisted once
     all are done.
     """
@@ -141,6 +144,16 @@ class _Steps:
         depths = self.keep(trees.tree_depths(trees.tree_members(self.records, last_event)))
         _write_table(depths, self.out, "tree_depths")
         self.results.depth_hist = rows_by_scope(trees.depth_histogram(depths))
+        self.recovery()
+
+    def recovery(self) -> None:
+        self.step(STEPS[7])
+        starts = recovery.recovery_starts(self.records)
+        r = self.results
+        r.recovery_nodes = [row.asDict() for row in recovery.node_recovery(starts).collect()]
+        r.recovery_dropped = [
+            row.asDict() for row in recovery.dropped_by_reason(self.records).collect()
+        ]
 
     def deliveries(self) -> None:
         self.step(STEPS[2])
@@ -263,6 +276,8 @@ def run_analysis(
         bad_filters=r.bad_filters,
         subscriptions=r.subscriptions,
         match_errors=r.match_errors,
+        recovery_nodes=r.recovery_nodes,
+        recovery_dropped=r.recovery_dropped,
     )
     summary = build_summary(collected)
     summary_path = out.write_text("summary.json", summary_text(summary))
@@ -278,7 +293,7 @@ def run_analysis(
 
     report_path = None
     if report:
-        step(STEPS[7])
+        step(STEPS[-1])
         from spark_analysis.report import render
 
         report_path = out.write_text("report.html", render(summary, series))

@@ -168,6 +168,52 @@ def _kv_table(items: dict[str, Any]) -> str:
     return f"<table>{rows}</table>"
 
 
+RECOVERY_COLUMNS = ("starts", "ms", "ms_max", "topics", "events", "bytes")
+
+
+def recovery_section(summary: dict[str, Any]) -> str:
+    """Each node that recovered durable logs or dropped stored data at a start, slowest
+    latest load first; empty when none did (the section is not shown)."""
+    recovery = summary.get("recovery") or {}
+    nodes: dict[str, dict[str, Any]] = recovery.get("per_node") or {}
+    if not nodes:
+        return ""
+
+    def slowest_first(item: tuple[str, dict[str, Any]]) -> tuple[bool, float, str]:
+        ms = item[1]["ms"]
+        return ms is None, -(ms or 0.0), item[0]
+
+    def dropped(counts: dict[str, int]) -> str:
+        return ", ".join(f"{k}: {v}" for k, v in counts.items()) or "-"
+
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in (
+            "node",
+            "starts",
+            "load ms (latest start)",
+            "slowest load ms",
+            "topics",
+            "events",
+            "payload bytes",
+            "dropped",
+        )
+    )
+    rows = "".join(
+        f"<tr><td>{html.escape(node)}</td>"
+        + "".join(f"<td>{_fmt(n[k])}</td>" for k in RECOVERY_COLUMNS)
+        + f"<td>{html.escape(dropped(n['dropped']))}</td></tr>"
+        for node, n in sorted(nodes.items(), key=slowest_first)
+    )
+    return (
+        "<h2>Recovery at start</h2>"
+        f'<p class="meta">Durable topic logs loaded by {recovery["nodes"]} nodes over '
+        f"{recovery['starts']} starts (mean load {_fmt(recovery['ms_mean'])} ms); stored "
+        f"data dropped: {html.escape(dropped(recovery['dropped']))}.</p>"
+        f"<table><tr>{head}</tr>{rows}</table>"
+    )
+
+
 STRUCTURED, UNSTRUCTURED = "structured", "unstructured"
 
 
@@ -276,6 +322,7 @@ def render(summary: dict[str, Any], series: dict[str, Any]) -> str:
 {_kv_table(general)}
 <h2>Plots</h2>
 <div class="grid">{"".join(figures)}</div>
+{recovery_section(summary)}
 {bad}
 </body></html>
 """

@@ -51,6 +51,10 @@ FIELDS: list[tuple[str, T.DataType]] = [
     # Beyond TRACES.md: a ``deliver`` record of an event the subscription asked for
     # (replay), which may predate the subscription.
     ("replay", T.BooleanType()),
+    # ``recover``: what a node loaded of a topic's durable log (its ``first`` and
+    # ``last`` seqs are not read).
+    ("events", T.LongType()),
+    ("bytes", T.LongType()),
 ]
 
 REQUIRED = ("ts", "node", "ev")
@@ -92,6 +96,8 @@ class Ev:
     DELIVER = "deliver"
     REPAIR = "repair"
     DROP = "drop"
+    RECOVER = "recover"
+    STORAGE_DROPPED = "storage_dropped"
 
 
 def order_key(prefix: str | None = None) -> Column:

@@ -55,6 +55,9 @@ class Collected:
     match_errors: int
     bad_samples: list[dict[str, str]] = field(default_factory=list)
     bad_by_reason: dict[str, int] = field(default_factory=dict)
+    #: recovery.node_recovery and recovery.dropped_by_reason rows.
+    recovery_nodes: list[dict[str, Any]] = field(default_factory=list)
+    recovery_dropped: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def nodes(self) -> int:
@@ -191,6 +194,39 @@ def scope_summary(c: Collected, scope: Scope) -> dict[str, Any]:
     return out
 
 
+def recovery_summary(c: Collected) -> dict[str, Any]:
+    """Durable-log recovery (spark_analysis.recovery): per node its latest start's load
+    time (``ms``), topics, events and payload bytes loaded, its starts and slowest load
+    (``ms_max``), and the stored data it dropped by kind of reason; overall, the nodes
+    that recovered or dropped anything, their load times' mean and max, what their
+    latest starts loaded, and the drops by reason."""
+    nodes: dict[str, dict[str, Any]] = {}
+    empty = {"starts": 0, "ms": None, "ms_max": None, "topics": 0, "events": 0, "bytes": 0}
+    for row in c.recovery_nodes:
+        nodes[row["node"]] = {k: row[k] for k in empty} | {"dropped": {}}
+    dropped: dict[str, int] = {}
+    for row in c.recovery_dropped:
+        node = nodes.setdefault(row["node"], {**empty, "dropped": {}})
+        node["dropped"][row["reason"]] = int(row["count"])
+        dropped[row["reason"]] = dropped.get(row["reason"], 0) + int(row["count"])
+    for node in nodes.values():
+        node["dropped"] = dict(sorted(node["dropped"].items()))
+    loads = [n["ms"] for n in nodes.values() if n["ms"] is not None]
+    return {
+        "nodes": len(nodes),
+        "starts": sum(n["starts"] for n in nodes.values()),
+        "ms_mean": ratio(sum(loads), len(loads)),
+        "ms_max": max(
+            (n["ms_max"] for n in nodes.values() if n["ms_max"] is not None), default=None
+        ),
+        "topics": sum(n["topics"] for n in nodes.values()),
+        "events": sum(n["events"] for n in nodes.values()),
+        "bytes": sum(n["bytes"] for n in nodes.values()),
+        "dropped": dict(sorted(dropped.items())),
+        "per_node": dict(sorted(nodes.items())),
+    }
+
+
 def build_summary(c: Collected) -> dict[str, Any]:
     """The summary.json document."""
     topics: set[str] = set()
@@ -218,6 +254,7 @@ def build_summary(c: Collected) -> dict[str, Any]:
         },
         "overall": scope_summary(c, None),
         "topics": {t: scope_summary(c, t) for t in sorted(topics)},
+        "recovery": recovery_summary(c),
         "bad_lines_by_reason": c.bad_by_reason,
         "bad_line_samples": c.bad_samples,
     }

@@ -77,7 +77,7 @@ def register(subparsers: Any) -> None:
         "topics", help="this node's topics: tree role and durable log",
         description="The topics this node is in or keeps a log of (structured mode): its "
         "role in the tree, and its log's role (root or replica), events, payload bytes, "
-        "first and last seq, and counter.",
+        "first and last seq, counter, and retention (events/bytes/seconds).",
         epilog="examples:\n  overlay topics\n  overlay topics --json", formatter_class=fmt)
     topics.add_argument("--json", action="store_true", help="one JSON object per topic")
     _api_arg(topics)
@@ -191,14 +191,14 @@ def run_topics(args: argparse.Namespace) -> int:
         rows.append({"topic": topic, "tree": tree.get("role"), "log": log.get("role"),
                      "events": log.get("events", 0), "bytes": log.get("bytes", 0),
                      "first_seq": log.get("first_seq"), "last_seq": log.get("last_seq"),
-                     "counter": log.get("counter")})
+                     "counter": log.get("counter"), "retention": log.get("retention")})
     if args.json:
         for row in rows:
             print(json.dumps(row, sort_keys=True))
         return 0
-    columns = ("topic", "tree", "log", "events", "bytes", "first_seq", "last_seq", "counter")
-    table = [columns, *[tuple("-" if r[c] is None else str(r[c]) for c in columns)
-                        for r in rows]]
+    columns = ("topic", "tree", "log", "events", "bytes", "first_seq", "last_seq", "counter",
+               "retention")
+    table = [columns, *[tuple(_cell(r[c]) for c in columns) for r in rows]]
     widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
     for line in table:
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
@@ -207,6 +207,14 @@ def run_topics(args: argparse.Namespace) -> int:
         print(f"storage: {storage['path']} (sync {storage['sync']}), {storage['commits']} "
               f"commits, {storage['failures']} failed")
     return 0
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, dict):  # a retention: events / payload bytes / seconds
+        return f"{value['count']}/{value['bytes']}B/{value['seconds']:g}s"
+    return str(value)
 
 
 def run_status(args: argparse.Namespace) -> int:

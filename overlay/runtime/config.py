@@ -22,6 +22,10 @@ Example file::
     [storage]
     enabled = true                 # structured mode: topic logs in <state_dir>/topics.sqlite3
     sync = "always"                # or "interval:<ms>", "never" (docs/DESIGN.md: what each risks)
+
+    [[retention]]                  # structured mode; the first rule whose glob matches wins
+    topics = "orders.*"            # fnmatch, case-sensitive; "*" spans dots too
+    seconds = 86400                # any of count, bytes, seconds; the rest: [protocol] retain_*
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from typing import Any
 from overlay.core.errors import OverlayError
 from overlay.core.limits import DEFAULT_MAX_FRAME, MIN_MAX_FRAME, SizeLimits
 from overlay.core.storage import SyncPolicy
+from scribe.config import RetentionRule
 
 MODES = ("structured", "unstructured")
 
@@ -98,6 +103,8 @@ class DaemonConfig:
     storage: Storage = field(default_factory=Storage)
     #: Protocol settings passed to the cores (e.g. stabilize_interval), by name.
     protocol: dict[str, Any] = field(default_factory=dict)
+    #: Per-topic retention (``[[retention]]``), in the file's order.
+    retention: tuple[RetentionRule, ...] = ()
 
     @property
     def api_socket_path(self) -> Path:
@@ -118,6 +125,9 @@ def _default_state_dir() -> Path:
 _TOP_KEYS = {"bind", "advertise", "seeds", "state_dir", "mode", "cluster_key_file",
              "trace_dir", "peer_delay_ms", "log_level"}
 _SECTIONS = {"api", "limits", "protocol", "storage"}
+#: ``[[retention]]`` keys and the type each takes (``topics`` is required).
+_RETENTION_KEYS: dict[str, type] = {"topics": str, "count": int, "bytes": int,
+                                    "seconds": float}
 
 #: Environment variables and the setting each overrides.
 ENVIRONMENT = {
@@ -217,6 +227,28 @@ def _storage(table: Mapping[str, Any], where: str) -> Storage:
     return storage
 
 
+def _retention(rules: Any, where: str) -> tuple[RetentionRule, ...]:
+    if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
+        raise ConfigError(f"{where}: expected [[retention]] tables")
+    checked = []
+    for number, table in enumerate(rules, 1):
+        here = f"{where} #{number}"
+        values = {}
+        for key, value in table.items():
+            kind = _RETENTION_KEYS.get(key)
+            if kind is None:
+                raise ConfigError(f"{here}.{key}: unknown setting (known: "
+                                  f"{', '.join(_RETENTION_KEYS)})")
+            values[key] = _typed(value, kind, f"{here}.{key}")
+        if "topics" not in values:
+            raise ConfigError(f"{here}: topics (a name pattern) is required")
+        try:
+            checked.append(RetentionRule(**values))
+        except ValueError as exc:
+            raise ConfigError(f"{here}: {exc}") from None
+    return tuple(checked)
+
+
 def load_file(path: Path) -> dict[str, Any]:
     """Read a TOML config file into checked settings."""
     try:
@@ -233,6 +265,8 @@ def load_file(path: Path) -> dict[str, Any]:
         where = f"{path}: {key}"
         if key in _TOP_KEYS:
             _apply(settings, key, value, where)
+        elif key == "retention":
+            settings["retention"] = _retention(value, where)
         elif key in _SECTIONS:
             if not isinstance(value, dict):
                 raise ConfigError(f"{where}: expected a [{key}] table")

@@ -210,12 +210,14 @@ class LogStore:
     def load(self) -> LoadReport:
         """Every topic's log, checked row by row (see the module docs)."""
         started = time.perf_counter()
+        loaded_at = time.time()  # the clock of the events' ts: their ages (RestoredLog.age)
         report = LoadReport()
         try:
             topics = self._db.execute(
                 "SELECT topic, counter, complete_from FROM topics ORDER BY topic").fetchall()
             for topic, counter, complete_from in topics:
-                restored, problem = self._load_topic(topic, counter, complete_from)
+                restored, problem = self._load_topic(topic, counter, complete_from,
+                                                     loaded_at)
                 report.logs.append(restored)
                 if problem is not None:
                     report.dropped.append((topic, problem))
@@ -224,7 +226,7 @@ class LogStore:
         report.ms = (time.perf_counter() - started) * 1000
         return report
 
-    def _load_topic(self, topic: str, counter: int, complete_from: int
+    def _load_topic(self, topic: str, counter: int, complete_from: int, loaded_at: float
                     ) -> tuple[RestoredLog, str | None]:
         events: list[EventBody] = []
         problem = None
@@ -243,7 +245,7 @@ class LogStore:
         if problem is not None:
             # The log is complete up to the damage only: what follows is not served.
             counter = max(counter, events[-1].seq or 0) if events else counter
-        return RestoredLog(topic, counter, complete_from, tuple(events)), problem
+        return RestoredLog(topic, counter, complete_from, tuple(events), loaded_at), problem
 
 def _encode_body(body: EventBody) -> bytes:
     """What a row stores of an event beyond its topic and seq (in their own columns): a

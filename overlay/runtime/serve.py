@@ -34,7 +34,10 @@ from scribe.config import ScribeConfig
 from scribe.messages import TreeQuery
 
 DAEMON_INFO = "daemon.json"
-_SCRIBE_SETTINGS = {f.name: f for f in dataclasses.fields(ScribeConfig) if f.name != "sizes"}
+#: Scribe's ``[protocol]`` settings (the size model comes from ``[limits]``, the
+#: retention rules from ``[[retention]]``).
+_SCRIBE_SETTINGS = {f.name: f for f in dataclasses.fields(ScribeConfig)
+                    if f.init and f.name not in ("sizes", "retention")}
 
 
 def split_protocol(protocol: Mapping[str, Any]) -> tuple[dict[str, Any], ScribeConfig]:
@@ -102,7 +105,7 @@ def _structured_service(config: DaemonConfig) -> ScribeService:
     chord_settings, scribe_config = split_protocol(config.protocol)
     durable = config.storage.enabled
     scribe_config = dataclasses.replace(scribe_config, sizes=config.limits.sizes,
-                                        durable=durable)
+                                        durable=durable, retention=config.retention)
     daemon = Daemon(config, ChordKind.of(dataclasses.replace(config, protocol=chord_settings),
                                          lambda node: ScribeApp(node, scribe_config), durable))
     service = ScribeService(daemon)

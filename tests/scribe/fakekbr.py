@@ -20,6 +20,7 @@ from chord.kbr import NodeRef
 from overlay.core.ids import format_id, hash_id
 from overlay.core.messages import Message, message
 from overlay.core.protocol import CoreBase
+from overlay.core.storage import StorageOp
 from overlay.sim.engine import Simulator
 
 
@@ -41,11 +42,8 @@ class RecordingHost:
     replicas: list[NodeRef] = field(default_factory=list)
     #: What ``predecessor`` answers.
     pred: NodeRef | None = None
-    #: Storage operations asked for (a durable app's ``Persist``), in order.
-    persisted: list[Any] = field(default_factory=list)
-
-    def persist(self, op: Any) -> None:
-        self.persisted.append(op)
+    #: Storage operations the app persisted (a durable config), in order.
+    persisted: list[StorageOp] = field(default_factory=list)
 
     def route(self, now: float, key: int, msg: Message) -> None:
         if self.is_responsible(key):
@@ -71,6 +69,9 @@ class RecordingHost:
     def trace(self, ev: str, **fields: Any) -> None:
         self.traces.append((ev, fields))
 
+    def persist(self, op: StorageOp) -> None:
+        self.persisted.append(op)
+
     def deliver_local(self, sub: int, event: Any) -> None:
         self.delivered.append((sub, event))
 
@@ -78,7 +79,8 @@ class RecordingHost:
         self.notices.append((kind, data))
 
     def clear(self) -> None:
-        for effects in (self.routed, self.sent, self.traces, self.delivered, self.notices):
+        for effects in (self.routed, self.sent, self.traces, self.delivered, self.notices,
+                        self.persisted):
             effects.clear()
 
     def sent_of(self, kind: type[Message]) -> list[tuple[str, Any]]:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from scribe.config import ScribeConfig
+from scribe.config import TopicRetention
 from scribe.messages import EventBody
 from scribe.stream import Retained
 
-CONFIG = ScribeConfig(retain_count=2, retain_seconds=60.0, retain_min_age=3.0)
+CONFIG = TopicRetention(count=2, bytes=256 << 20, seconds=60.0, min_age=3.0)
 
 
 def body(seq: int) -> EventBody:
@@ -58,8 +58,7 @@ def sized(seq: int, size: int) -> EventBody:
 
 
 def test_past_retain_bytes_the_oldest_go_once_old_enough_and_the_bytes_follow() -> None:
-    config = ScribeConfig(retain_count=1000, retain_bytes=1000, retain_min_age=3.0,
-                          retain_seconds=60.0)
+    config = TopicRetention(count=1000, bytes=1000, min_age=3.0, seconds=60.0)
     retained = Retained()
     for seq in range(1, 6):
         retained.add(0.0, sized(seq, 300))  # 1,500 bytes: 500 over the bound

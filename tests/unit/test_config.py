@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
 
 from overlay.runtime.config import ConfigError, build_config
+from overlay.runtime.serve import build_node
+from scribe.config import RetentionRule, TopicRetention
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -74,3 +77,52 @@ def test_bad_environment_and_missing_file(tmp_path: Path) -> None:
         build_config(None, {"OVERLAY_PEER_DELAY_MS": "fast"}, {})
     with pytest.raises(ConfigError, match="does not exist"):
         build_config(tmp_path / "missing.toml", {}, {})
+
+
+def test_retention_rules_reach_the_scribe_core_in_file_order(tmp_path: Path) -> None:
+    path = write(tmp_path, f"""
+state_dir = "{tmp_path / 'state'}"
+[protocol]
+retain_count = 500
+[[retention]]
+topics = "orders.*"
+seconds = 86400
+[[retention]]
+topics = "*"
+count = 1
+bytes = 1
+""")
+    config = build_config(path, {}, {})
+    assert config.retention == (RetentionRule("orders.*", seconds=86400.0),
+                                RetentionRule("*", count=1, bytes=1))
+    node = build_node(config)
+    core = node.service.core_of(node.daemon.kind.build("127.0.0.1:1", random.Random(1)))
+    assert core.state.config.retention_of("orders.eu") == TopicRetention(
+        500, 256 << 20, 86400.0, 3.0)
+    assert core.state.config.retention_of("prices") == TopicRetention(1, 1, 300.0, 3.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("retention = 5", r"retention: expected \[\[retention\]\] tables"),
+        ("retention = [1]", r"retention: expected \[\[retention\]\] tables"),
+        ("[[retention]]\ncount = 5", "retention #1: topics .* is required"),
+        ('[[retention]]\ntopics = "a"\nage = 5',
+         "retention #1.age: unknown setting .known: topics, count, bytes, seconds."),
+        ('[[retention]]\ntopics = "a"\n[[retention]]\ntopics = "b"\ncount = "5"',
+         "retention #2.count: expected int, got str"),
+        ('[[retention]]\ntopics = "a"\ncount = 2.5', "retention #1.count: expected int"),
+        ('[[retention]]\ntopics = "a"\nbytes = true', "retention #1.bytes: expected int"),
+        ('[[retention]]\ntopics = "a"\nseconds = "1d"', "retention #1.seconds: expected float"),
+        ('[[retention]]\ntopics = 3', "retention #1.topics: expected str"),
+        ('[[retention]]\ntopics = ""', "retention #1: topics must be a non-empty pattern"),
+        ('[[retention]]\ntopics = "a"\ncount = 0', "retention #1: count must be an integer >= 1"),
+        ('[[retention]]\ntopics = "a"\nbytes = -5', "retention #1: bytes must be an integer >= 1"),
+        ('[[retention]]\ntopics = "a"\nseconds = 0', "retention #1: seconds must be a number > 0"),
+        ('[protocol]\nretention = "x"', r"\[protocol\]"),  # not a [protocol] setting
+    ],
+)
+def test_bad_retention_rules_name_the_fault(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        build_node(build_config(write(tmp_path, text), {}, {}))
