@@ -46,6 +46,15 @@ class Retained:
             self.events = OrderedDict(sorted(self.events.items()))
             self.untouchable_until = float("-inf")  # the oldest event may be another
 
+    def discard(self, seq: int) -> None:
+        """Forget event ``seq`` (one its root could not store); the rest stays complete."""
+        found = self.events.pop(seq, None)
+        if found is not None:
+            body = found[1]
+            if self.by_msg.get(body.msg_id) == seq:
+                del self.by_msg[body.msg_id]
+            self.payload_bytes -= len(body.payload)
+
     def contiguous_through(self) -> int:
         """The highest seq up to which every event from ``complete_from`` on is here."""
         through = self.complete_from - 1
