@@ -328,7 +328,10 @@ class StorageWorker:
                     continue
                 self.commits += 1
                 self.synced = through
-                self.failing = None
+                if self.failing is not None:
+                    log.warning("storage: writing again after %d failed transactions",
+                                self.failures)
+                    self.failing = None
                 on_synced(through)
 
     async def _salvage(self, ops: list[StorageOp], error: str) -> None:
@@ -336,9 +339,10 @@ class StorageWorker:
         it goes first in the next transaction, after a pause (a full disk is not
         retried at the rate operations come)."""
         self.failures += 1
+        if self.failing != error:  # once per failure, not per transaction
+            log.error("storage: a write failed (%s); its events are not stored, reliable "
+                      "publishes are refused (storage_error) until a write succeeds", error)
         self.failing = error
-        log.error("storage: a write failed (%s); its events are not stored, reliable "
-                  "publishes are refused (storage_error)", error)
         kept = self.store.salvage(ops)
         try:
             await trio.to_thread.run_sync(self.store.apply, kept)
