@@ -453,6 +453,7 @@ class Retention:
         its copy is not stored."""
         s = self.s
         refused = 0
+        began = self.durability.failed_at is None
         for waiter in self.durability.failed_through(now, through):
             if isinstance(waiter, ReplicaCopy):
                 ack = waiter.ack
@@ -466,7 +467,8 @@ class Retention:
             self._drop_unstored(now, pending.body)
             for origin in pending.origins:
                 self.refuse(waiter.topic, waiter.msg_id, origin, reason)
-        s.trace("storage_failed", through=through, reason=reason, refused=refused)
+        if began or refused:  # not one record per failed group commit of a full disk
+            s.trace("storage_failed", through=through, reason=reason, refused=refused)
 
     def _drop_unstored(self, now: float, body: EventBody) -> None:
         topic, seq = body.topic, body.seq

@@ -99,10 +99,16 @@ def test_while_the_store_fails_reliable_publishes_are_refused_before_numbering()
     # Unreliable events are served meanwhile (numbered, sent down, persisted unwaited).
     app.deliver(1.2, MID, Publish(body("cc"), ORIGIN, reliable=False), 2)
     assert [m.body.seq for _, m in host.sent_of(Event)] == [2]
-    # Past REFUSE_SECONDS with no success, one is tried again (a store nothing else
-    # wrote to must be found writable again).
+    # Its write fails too: nothing waited for it, and failures go on (no trace record).
+    app.on_storage_failed(1.25, len(host.persisted), FULL)
+    assert "storage_failed" not in host.trace_kinds()
+    # REFUSE_SECONDS after the last failure with no success since, one is tried again (a
+    # store nothing else wrote to must be found writable again).
     host.clear()
-    app.deliver(1.1 + REFUSE_SECONDS, MID, Publish(body("dd"), ORIGIN), 2)
+    app.deliver(1.25 + REFUSE_SECONDS - 0.01, MID, Publish(body("d0"), ORIGIN), 2)
+    assert [m.msg_id for _, m in host.sent_of(PublishRefused)] == ["d0"]
+    host.clear()
+    app.deliver(1.25 + REFUSE_SECONDS, MID, Publish(body("dd"), ORIGIN), 2)
     assert not host.sent_of(PublishRefused)
     assert [m.body.seq for _, m in host.sent_of(Replicate)] == [3, 3]
 
