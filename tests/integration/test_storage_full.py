@@ -9,6 +9,8 @@ Every wait is on a condition with a deadline; the daemon is torn down at the end
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,6 +83,11 @@ async def test_a_full_log_refuses_reliable_publishes_and_the_daemon_keeps_servin
         acked, refused = await fill(client)
         state = await storage(client)
         assert state["failing"] and state["failures"] >= 1 and state["max_bytes"] == MAX_BYTES
+        topics = await trio.to_thread.run_sync(lambda: subprocess.run(
+            [sys.executable, "-m", "overlay.cli", "topics", "--api", daemon.api],
+            capture_output=True, text=True, timeout=30, check=True))
+        assert f"max_bytes {MAX_BYTES}" in topics.stdout
+        assert "storage: FAILING: database or disk is full" in topics.stdout
 
         # Unreliable events are served (delivered, not stored); so is a new subscriber.
         async with client.subscribe(TOPIC) as late:
