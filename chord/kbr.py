@@ -136,3 +136,8 @@ class KbrApplication(Protocol):
     def on_synced(self, now: float, through: int) -> None:
         """The first ``through`` of this node's persists are on stable storage."""
         ...
+
+    def on_storage_failed(self, now: float, through: int, reason: str) -> None:
+        """The events of this node's persists up to ``through`` (those not reported
+        synced) could not be stored (``overlay.core.storage``)."""
+        ...

@@ -245,6 +245,11 @@ class ChordNode(CoreBase):
             self.app.on_synced(now, through)
         self._settle(now)
 
+    def on_storage_failed(self, now: float, through: int, reason: str) -> None:
+        if self.app is not None:
+            self.app.on_storage_failed(now, through, reason)
+        self._settle(now)
+
     def next_deadline(self) -> float | None:
         if self.left:
             return None

@@ -120,10 +120,16 @@ class Timeout(RequestError):
     ``msg_id`` (the root numbers it once)."""
 
 
+class StorageError(RequestError):
+    """``storage_error``: the topic's root could not store a reliable publish (its disk or
+    quota is full), so it is not acknowledged; publish it again later (the error's
+    ``msg_id``)."""
+
+
 _ERRORS: dict[str, type[RequestError]] = {
     "bad_filter": BadFilter, "unknown_sub": UnknownSub, "not_ready": NotReady,
     "overloaded": Overloaded, "unsupported_version": UnsupportedVersion,
-    "too_large": TooLarge, "timeout": Timeout,
+    "too_large": TooLarge, "timeout": Timeout, "storage_error": StorageError,
 }
 
 

@@ -50,6 +50,7 @@ from scribe.messages import (
     Leave,
     Publish,
     PublishAck,
+    PublishRefused,
     Pull,
     ReplayFill,
     ReplayRequest,
@@ -113,6 +114,7 @@ class ScribeApp:
             HeartbeatAck: r.on_heartbeat_ack,
             Publish: self.publishing.on_direct,
             PublishAck: self.publishing.on_ack,
+            PublishRefused: self.publishing.on_refused,
             Replicate: retention.on_replicate,
             ReplicateAck: retention.on_replicate_ack,
             ReplicaSync: retention.on_replica_sync,
@@ -319,6 +321,10 @@ class ScribeApp:
     def on_synced(self, now: float, through: int) -> None:
         """The node's store synced its first ``through`` persists (scribe.durability)."""
         self.publishing.retention.on_synced(now, through)
+
+    def on_storage_failed(self, now: float, through: int, reason: str) -> None:
+        """The store could not write the events of its persists up to ``through``."""
+        self.publishing.retention.on_storage_failed(now, through, reason)
 
     def restore(self, now: float, logs: list[RestoredLog], load_ms: float = 0.0,
                 lost: bool = False) -> None:

@@ -13,6 +13,12 @@ restarted node never numbers below it).
 :mod:`overlay.core.storage`) and holds what must wait for them: the root's own copy of
 a reliable event (the publisher is answered only when the root *and* its replicas hold
 it on disk) and a replica's confirmation to the root.
+
+A store whose write fails (a full disk, a quota) keeps what :func:`salvage` says of it,
+the counters and trims without the events, and the driver calls ``on_storage_failed``:
+what waited for those events learns they are not stored. Until a write succeeds again
+(or :data:`REFUSE_SECONDS` have passed, when one is tried again) the node is
+:meth:`Durability.refusing`.
 """
 
 from __future__ import annotations
@@ -119,6 +125,26 @@ class ReplicaCopy:
 
 SyncWaiter = RootCopy | ReplicaCopy
 
+#: Seconds after a failed write during which reliable publishes are refused before they
+#: are numbered, unless a write succeeds meanwhile. Then one is tried again: a node whose
+#: store nothing else writes to would otherwise never learn that it has room again.
+REFUSE_SECONDS = 1.0
+
+
+def salvage(ops: Sequence[StorageOp]) -> list[StorageOp]:
+    """What a store applies of ``ops`` after it failed to apply them together: every
+    operation but the events, whose counters it notes instead (a node restarted from it
+    never numbers below a seq it gave, stored or not). Trims and drops free space."""
+    kept: list[StorageOp] = []
+    for op in ops:
+        if isinstance(op, AppendEvents | MoveEvents):
+            # (A move not stored leaves its events at their old numbers on disk.)
+            if op.events:
+                kept.append(NoteCounter(op.topic, max(body.seq or 0 for body in op.events)))
+        else:
+            kept.append(op)
+    return kept
+
 
 @dataclass
 class _MemoryLog:
@@ -138,6 +164,9 @@ class MemoryLogs:
     def apply(self, ops: Sequence[StorageOp]) -> None:
         for op in ops:
             self.apply_one(op)
+
+    def salvage(self, ops: Sequence[StorageOp]) -> list[StorageOp]:
+        return salvage(ops)
 
     def apply_one(self, op: StorageOp) -> None:
         logs = self._logs
@@ -188,6 +217,15 @@ class Durability:
         self.written = 0
         self.synced = 0
         self._waiting: deque[tuple[int, SyncWaiter]] = deque()
+        #: Writes reported failed, and when the last was while none succeeded since
+        #: (None: the store writes).
+        self.failures = 0
+        self.failed_at: float | None = None
+
+    def refusing(self, now: float) -> bool:
+        """Whether a reliable publish is refused before it is numbered (see the module
+        docs): the store failed, has written nothing since, and not long ago."""
+        return self.failed_at is not None and now < self.failed_at + REFUSE_SECONDS
 
     def write(self, op: StorageOp) -> int:
         """Persist ``op``; its number (0 when the node persists nothing)."""
@@ -207,17 +245,32 @@ class Durability:
 
     def synced_through(self, through: int) -> list[SyncWaiter]:
         """The driver synced persists up to ``through``: the waiters now free, in order."""
-        if through > self.written:
-            raise ValueError(f"synced through {through}, but only {self.written} persists "
-                             "were emitted")
+        self._check(through, "synced")
         self.synced = max(self.synced, through)
-        freed: list[SyncWaiter] = []
+        self.failed_at = None
+        return self._through(self.synced)
+
+    def failed_through(self, now: float, through: int) -> list[SyncWaiter]:
+        """The driver could not store persists up to ``through`` (those not synced
+        yet): the waiters that will never be freed, in order."""
+        self._check(through, "failed")
+        self.failures += 1
+        self.failed_at = now
+        return self._through(through)
+
+    def _check(self, through: int, what: str) -> None:
+        if through > self.written:
+            raise ValueError(f"{what} through {through}, but only {self.written} persists "
+                             "were emitted")
+
+    def _through(self, through: int) -> list[SyncWaiter]:
+        found: list[SyncWaiter] = []
         waiting = self._waiting
-        while waiting and waiting[0][0] <= self.synced:
-            freed.append(waiting.popleft()[1])
-        return freed
+        while waiting and waiting[0][0] <= through:
+            found.append(waiting.popleft()[1])
+        return found
 
 
-__all__ = ["AppendEvents", "DropLog", "Durability", "MemoryLogs", "MoveEvents", "NoteCounter",
-           "ReplicaCopy",
-           "RestoredLog", "RootCopy", "SyncWaiter", "TrimLog"]
+__all__ = ["REFUSE_SECONDS", "AppendEvents", "DropLog", "Durability", "MemoryLogs",
+           "MoveEvents", "NoteCounter", "ReplicaCopy", "RestoredLog", "RootCopy", "SyncWaiter",
+           "TrimLog", "salvage"]

@@ -26,6 +26,8 @@ from overlay.core.pubsub import (
 
 #: Most groups one subtree digest may advertise.
 MAX_GROUPS = 4096
+#: Characters of a store's error a refusal carries (PublishRefused.reason).
+MAX_REASON = 200
 #: Deepest tree a path to the root may describe.
 MAX_PATH = 1024
 
@@ -328,12 +330,15 @@ class Replicate(Message):
 
 @message("scribe.replicate_ack")
 class ReplicateAck(_TopicMessage):
-    """A successor holds the event ``msg_id`` (number ``seq``) of ``topic``."""
+    """A successor holds the event ``msg_id`` (number ``seq``) of ``topic`` on disk; or,
+    ``stored`` false, it could not store it (a full disk): the root does not wait for it,
+    as for a replica it gave up on."""
 
     topic: str
     msg_id: str
     seq: int
     replica: NodeRef
+    stored: bool = True
 
 
 @message("scribe.publish_ack")
@@ -348,6 +353,24 @@ class PublishAck(_TopicMessage):
     def __post_init__(self) -> None:
         _TopicMessage.__post_init__(self)
         check_msg_id(self.msg_id)
+
+
+@message("scribe.publish_refused")
+class PublishRefused(_TopicMessage):
+    """The root cannot store the reliable event ``msg_id`` (its disk is full, or failing):
+    it is not acknowledged, and not numbered (or its number is not used). ``reason``:
+    what the store said."""
+
+    topic: str
+    msg_id: str
+    reason: str
+    root: NodeRef
+
+    def __post_init__(self) -> None:
+        _TopicMessage.__post_init__(self)
+        check_msg_id(self.msg_id)
+        if len(self.reason) > MAX_REASON:
+            raise ValueError(f"a refusal's reason is at most {MAX_REASON} characters")
 
 
 @message("scribe.event")

@@ -8,7 +8,9 @@ event routed again; a cached node that is no longer the root routes it on itself
 A reliable event stays with the publisher's node until the root's acknowledgement,
 which comes once the root's replicas hold it (:mod:`scribe.retention`); without one
 within ``publish_retry`` it is routed to the topic's key again with the same msg_id,
-across root failures, and the (possibly new) root numbers it once.
+across root failures, and the (possibly new) root numbers it once. A root that cannot
+store it refuses it instead (:class:`PublishRefused`, see :mod:`scribe.durability`): the
+publisher's node stops retrying and tells its application (a ``refused`` notice).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from overlay.core.pubsub import AttrValue
 from scribe.dissemination import Dissemination
 from scribe.durability import Durability
 from scribe.membership import Membership
-from scribe.messages import EventBody, Publish, PublishAck, Restore
+from scribe.messages import EventBody, Publish, PublishAck, PublishRefused, Restore
 from scribe.retention import Retention
 from scribe.state import ScribeState
 
@@ -32,7 +34,8 @@ class Publishing:
         self.s = state
         self.membership = membership
         self.dissemination = dissemination
-        self.retention = Retention(state, self._acknowledged, dissemination.from_root,
+        self.retention = Retention(state, self._acknowledged, self._refused,
+                                   dissemination.from_root,
                                    Durability(state.host, state.config.durable))
         #: Topic -> its root as last acknowledged, least recently used first.
         self.roots: OrderedDict[str, NodeRef] = OrderedDict()
@@ -124,6 +127,10 @@ class Publishing:
             self.deferred.setdefault(topic, {}).setdefault(
                 body.msg_id, Publish(body, origin, reliable))
             return
+        if reliable and retention.durability.refusing(now):
+            # The store is failing: numbering the event would only waste its seq.
+            retention.refuse(topic, body.msg_id, origin, "the root's store is failing")
+            return
         seq = s.seq.get(topic, 0) + 1
         s.seq[topic] = seq
         numbered = body.numbered(seq)
@@ -191,6 +198,17 @@ class Publishing:
         if self.unacked.pop((topic, msg_id), None) is not None:
             self.s.trace("publish_ack", topic=topic, msg_id=msg_id, seq=seq)
             self.s.host.notice("published", topic=topic, msg_id=msg_id, seq=seq)
+
+    def on_refused(self, now: float, msg: PublishRefused) -> None:
+        self._refused(msg.topic, msg.msg_id, msg.reason)
+
+    def _refused(self, topic: str, msg_id: str, reason: str) -> None:
+        """The root cannot store a reliable publish: it is not retried (the application
+        is told, and may publish it again with the same msg_id)."""
+        if self.unacked.pop((topic, msg_id), None) is not None:
+            self.s.trace("drop", topic=topic, msg_id=msg_id, reason="storage_error")
+            self.s.host.notice("refused", topic=topic, msg_id=msg_id,
+                               code="storage_error", reason=reason)
 
     def on_unreachable(self, now: float, msg: Publish) -> None:
         """The cached root is gone: forget it and route the event through the DHT."""

@@ -45,8 +45,10 @@ from scribe.durability import (
 )
 from scribe.merge import MergePlan, plan_merge
 from scribe.messages import (
+    MAX_REASON,
     EventBody,
     PublishAck,
+    PublishRefused,
     ReplicaSync,
     Replicate,
     ReplicateAck,
@@ -80,6 +82,9 @@ REPLICATE_TRIES = 3
 
 #: Called on the publisher's own node when its event is acknowledged (topic, msg_id, seq).
 LocalAck = Callable[[str, str, int], None]
+#: Called on the publisher's own node when the root refuses its event (topic, msg_id,
+#: the store's error).
+LocalRefuse = Callable[[str, str, str], None]
 #: Called when the root may send a numbered event down the tree (now, event).
 Release = Callable[[float, EventBody], None]
 
@@ -97,10 +102,11 @@ def _contiguous(events: tuple[EventBody, ...]) -> bool:
 
 
 class Retention:
-    def __init__(self, state: ScribeState, local_ack: LocalAck, release: Release,
-                 durability: Durability) -> None:
+    def __init__(self, state: ScribeState, local_ack: LocalAck, local_refuse: LocalRefuse,
+                 release: Release, durability: Durability) -> None:
         self.s = state
         self.local_ack = local_ack
+        self.local_refuse = local_refuse
         self.release = release
         #: Persists of the retained events, and what waits for them to be synced.
         self.durability = durability
@@ -327,6 +333,8 @@ class Retention:
         return True
 
     def on_replicate_ack(self, now: float, ack: ReplicateAck) -> None:
+        # A replica that could not store its copy is given up on at once: the root does
+        # not wait for it (as for a silent one), nor refuse the event for it.
         self._confirmed(now, ack.topic, ack.msg_id, ack.replica.addr)
 
     def replica_unreachable(self, now: float, dest: str, msg: Replicate) -> None:
@@ -394,6 +402,15 @@ class Retention:
             self.local_ack(body.topic, body.msg_id, body.seq)
         else:
             s.send(origin, PublishAck(body.topic, body.msg_id, body.seq, s.me))
+
+    def refuse(self, topic: str, msg_id: str, origin: NodeRef, reason: str) -> None:
+        """Tell the publisher's node that this root cannot store its reliable event."""
+        s = self.s
+        reason = reason[:MAX_REASON]
+        if origin.id == s.me.id:
+            self.local_refuse(topic, msg_id, reason)
+        else:
+            s.send(origin, PublishRefused(topic, msg_id, reason, s.me))
 
     def _answer(self, now: float, pending: PendingAck) -> None:
         body = pending.body
@@ -501,6 +518,44 @@ class Retention:
             else:
                 s.send(waiter.root, waiter.ack)
 
+    def on_storage_failed(self, now: float, through: int, reason: str) -> None:
+        """The events of persists up to ``through`` not synced yet are not stored (their
+        counters are). A reliable event whose root copy is among them is refused to its
+        publisher and dropped: never sent down the tree nor served, and its seq is not
+        used again (a retried publish is numbered afresh). A replica tells the root that
+        its copy is not stored."""
+        s = self.s
+        refused = 0
+        began = self.durability.failed_at is None
+        for waiter in self.durability.failed_through(now, through):
+            if isinstance(waiter, ReplicaCopy):
+                ack = waiter.ack
+                s.send(waiter.root, ReplicateAck(ack.topic, ack.msg_id, ack.seq, ack.replica,
+                                                 stored=False))
+                continue
+            pending = self.pending.pop((waiter.topic, waiter.msg_id), None)
+            if pending is None:
+                continue
+            refused += 1
+            self._drop_unstored(now, pending.body)
+            for origin in pending.origins:
+                self.refuse(waiter.topic, waiter.msg_id, origin, reason)
+        if began or refused:  # not one record per failed group commit of a full disk
+            s.trace("storage_failed", through=through, reason=reason, refused=refused)
+
+    def _drop_unstored(self, now: float, body: EventBody) -> None:
+        topic, seq = body.topic, body.seq
+        assert seq is not None
+        retained = self.root.get(topic)
+        if retained is not None:
+            retained.remove(seq)
+        queue = self.unreleased.get(topic)
+        if queue is not None and queue.pop(seq, None) is not None:
+            if queue:
+                self.release_ready(now, topic)  # the events behind it may go now
+            else:
+                del self.unreleased[topic]
+
     def restore(self, now: float, logs: list[RestoredLog], lost: bool = False) -> None:
         """Logs a store loaded at start: this node holds them as replica copies (it
         adopts them when it owns a topic's key again, and numbers on from their counter,
@@ -526,4 +581,4 @@ class Retention:
             s.wake(now)
 
 
-__all__ = ["LocalAck", "PendingAck", "Release", "Retention"]
+__all__ = ["LocalAck", "LocalRefuse", "PendingAck", "Release", "Retention"]

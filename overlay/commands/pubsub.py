@@ -204,8 +204,13 @@ def run_topics(args: argparse.Namespace) -> int:
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
     storage = status.get("storage")
     if storage:
-        print(f"storage: {storage['path']} (sync {storage['sync']}), {storage['commits']} "
+        quota = storage.get("max_bytes")
+        print(f"storage: {storage['path']} (sync {storage['sync']}"
+              f"{'' if quota is None else f', max_bytes {quota}'}), {storage['commits']} "
               f"commits, {storage['failures']} failed")
+        if storage.get("failing"):
+            print(f"storage: FAILING: {storage['failing']} (reliable publishes are refused "
+                  "with storage_error)")
     return 0
 
 

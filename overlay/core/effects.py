@@ -64,7 +64,7 @@ class Notice(Effect):
 @dataclass(frozen=True, slots=True)
 class Persist(Effect):
     """Apply ``op`` to the node's store, after every ``Persist`` before it; the driver
-    reports, through the core's ``on_synced``, how far they are durable
-    (:mod:`overlay.core.storage`)."""
+    reports, through the core's ``on_synced``, how far they are durable, and through its
+    ``on_storage_failed`` what could not be written (:mod:`overlay.core.storage`)."""
 
     op: StorageOp

@@ -40,6 +40,12 @@ class ProtocolCore(Protocol):
         stable storage (as the store's sync policy defines it)."""
         ...
 
+    def on_storage_failed(self, now: float, through: int, reason: str) -> None:
+        """The store could not apply the ``Persist`` effects up to the ``through``-th that
+        were not reported synced; it kept what ``salvage`` keeps of them (for Scribe's
+        logs: everything but the events), and goes on with the next ones."""
+        ...
+
 
 class CoreBase:
     """Effect queue plumbing shared by the cores."""

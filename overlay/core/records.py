@@ -11,7 +11,7 @@ TRACE_VERSION = 1
 RECORD_TYPES = frozenset({
     "node_up", "node_down", "ring", "lookup", "subscribe", "subscribed", "unsubscribe",
     "tree", "tree_leave", "child", "publish", "publish_ack", "forward", "recv", "deliver",
-    "repair", "drop", "recover", "storage_dropped", "merge"})
+    "repair", "drop", "recover", "storage_dropped", "storage_failed", "merge"})
 
 #: ``node_down`` reasons.
 NODE_DOWN_REASONS = ("stop", "leave", "crash")
@@ -20,6 +20,6 @@ UNSUBSCRIBE_REASONS = ("client", "expired", "disconnect")
 #: ``repair`` kinds.
 REPAIR_KINDS = ("gap", "digest", "rejoin")
 #: ``drop`` reasons.
-DROP_REASONS = ("ttl", "no_route", "overload", "expired")
+DROP_REASONS = ("ttl", "no_route", "overload", "expired", "storage_error")
 #: ``lookup`` kinds: an iterative lookup, or a routed message with acknowledgement.
 LOOKUP_KINDS = ("lookup", "route")

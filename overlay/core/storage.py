@@ -8,6 +8,12 @@ core's ``on_synced(now, n)``. The core counts what it emitted the same way, so "
 through n" needs no other identifier. A core waits for that input before it tells
 anyone that data is safe (the acknowledgement of a reliable publish).
 
+A write can fail (a full disk, a quota). The driver then applies what the mode says can
+be kept of the failed operations (Scribe's logs keep everything but the events, see
+``scribe.durability.salvage``) and calls ``on_storage_failed(now, n, reason)``: the data
+of the operations up to ``n`` not reported synced is not stored, and never will be. The
+store goes on with the operations after ``n``; ``on_synced`` follows as before.
+
 The trio runtime applies operations to SQLite on a worker thread, one transaction for
 everything that arrived while the previous one was being written (group commit); the
 simulator keeps them in memory and models what a crash loses (what was not synced).

@@ -207,6 +207,9 @@ class GossipNode(CoreBase):
         """Nothing to wait for: the unstructured mode persists nothing (no root retains
         a topic's events there)."""
 
+    def on_storage_failed(self, now: float, through: int, reason: str) -> None:
+        """Never called: nothing is persisted."""
+
     def on_message(self, now: float, src: str, msg: Message) -> None:
         self.peers.note_traffic(src)
         handler = self._handlers.get(type(msg))

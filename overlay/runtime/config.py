@@ -22,6 +22,7 @@ Example file::
     [storage]
     enabled = true                 # structured mode: topic logs in <state_dir>/topics.sqlite3
     sync = "always"                # or "interval:<ms>", "never" (docs/DESIGN.md: what each risks)
+    max_bytes = 1073741824         # optional: a quota on the log file (default: none)
 
     [[retention]]                  # structured mode; the first rule whose glob matches wins
     topics = "orders.*"            # fnmatch, case-sensitive; "*" spans dots too
@@ -77,12 +78,25 @@ class Limits:
         return SizeLimits(self.max_frame)
 
 
+#: The smallest quota on the log file: room for its schema and a few events.
+MIN_STORAGE_BYTES = 64 << 10
+
+
 @dataclass(frozen=True)
 class Storage:
     """The topic logs (structured mode): on by default, synced at every commit."""
 
     enabled: bool = True
     sync: SyncPolicy = field(default_factory=SyncPolicy)
+    #: A quota on the log file (None: none). A write that would take it past fails as
+    #: on a full disk: reliable publishes are refused with ``storage_error``.
+    max_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_bytes is not None and (
+                type(self.max_bytes) is not int or self.max_bytes < MIN_STORAGE_BYTES):
+            raise ValueError(f"max_bytes must be an integer of at least {MIN_STORAGE_BYTES} "
+                             f"bytes, not {self.max_bytes!r}")
 
 
 @dataclass(frozen=True)
@@ -222,8 +236,14 @@ def _storage(table: Mapping[str, Any], where: str) -> Storage:
             except ValueError as exc:
                 raise ConfigError(f"{where}.{key}: {exc}") from None
             storage = dataclasses.replace(storage, sync=policy)
+        elif key == "max_bytes":
+            try:
+                storage = dataclasses.replace(storage, max_bytes=value)
+            except ValueError as exc:
+                raise ConfigError(f"{where}.{key}: {exc}") from None
         else:
-            raise ConfigError(f"{where}.{key}: unknown setting (known: enabled, sync)")
+            raise ConfigError(f"{where}.{key}: unknown setting (known: enabled, sync, "
+                              "max_bytes)")
     return storage
 
 

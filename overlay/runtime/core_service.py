@@ -6,7 +6,7 @@ pub/sub core (Scribe's ``ScribeApp`` or a ``GossipNode``, both with ``subscribe`
 ``unsubscribe``, ``renew``, ``publish``), through :meth:`Daemon.call` so the core's
 effects are carried out at once. Deliveries (``Deliver`` effects) become ``notify``
 pushes; the ``expired`` notice becomes an ``expired`` push; the ``published`` notice
-completes a reliable publish.
+completes a reliable publish, the ``refused`` notice fails it.
 
 Readings of API.md chosen here:
 - a reliable publish is answered on the core's ``published`` notice: in structured mode
@@ -14,7 +14,9 @@ Readings of API.md chosen here:
   unstructured mode once the local node holds it and has started spreading it (there
   is no root: ``seq`` is null). Without that notice within ``publish_timeout`` the
   reply is ``timeout``, and the client may publish again with the same ``msg_id``
-  (the root numbers it once); ``not_ready`` means only that this node has not joined;
+  (the root numbers it once); the core's ``refused`` notice (the root cannot store the
+  event) is the reply ``storage_error``; ``not_ready`` means only that this node has
+  not joined;
 - a subscription's ``expiry`` counts from its reply (the core is told at the reply,
   by a renew), so that no ``expired`` push comes before the handle it names;
 - the ``subscribe`` reply comes once the subscription is in effect, so that an event
@@ -280,6 +282,9 @@ class CoreService(Generic[N]):
         if notice.kind == "published":
             self.pending.published(notice.data["topic"], notice.data["msg_id"],
                                    notice.data.get("seq"))
+        elif notice.kind == "refused":
+            self.pending.refused(notice.data["topic"], notice.data["msg_id"],
+                                 notice.data["reason"])
         elif notice.kind == "subscribed":
             settling = self._settling.get(notice.data["sub"])
             if settling is not None:

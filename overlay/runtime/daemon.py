@@ -202,7 +202,7 @@ class Daemon(Generic[C]):
                 nursery.start_soon(self.driver.run, receive_channel)
                 nursery.start_soon(self._flush_traces)
                 if self.storage is not None:
-                    nursery.start_soon(self.storage.run, self._synced)
+                    nursery.start_soon(self.storage.run, self._synced, self._storage_failed)
                 for service in self.services:
                     nursery.start_soon(service, self)
                 if report is not None:
@@ -227,10 +227,10 @@ class Daemon(Generic[C]):
         node's) is moved aside, said so in the log and a trace record, and the node starts
         with an empty one: its topics come back from their replicas."""
         path = self.config.state_dir / LOG_FILE
-        policy = self.config.storage.sync
+        policy, max_bytes = self.config.storage.sync, self.config.storage.max_bytes
 
         def open_and_load() -> tuple[LogStore, LoadReport]:
-            store = LogStore(path, node_hex, policy)
+            store = LogStore(path, node_hex, policy, max_bytes)
             try:
                 return store, store.load()
             except StorageError:
@@ -246,11 +246,14 @@ class Daemon(Generic[C]):
                 source = path.with_name(path.name + suffix)
                 if source.exists():
                     source.replace(aside.with_name(aside.name + suffix))
-            store = await trio.to_thread.run_sync(LogStore, path, node_hex, policy)
+            store = await trio.to_thread.run_sync(LogStore, path, node_hex, policy, max_bytes)
             return store, LoadReport(dropped=[(None, str(exc))], refused=True)
 
     def _synced(self, through: int) -> None:
         self.call(lambda core, now: core.on_synced(now, through))
+
+    def _storage_failed(self, through: int, reason: str) -> None:
+        self.call(lambda core, now: core.on_storage_failed(now, through, reason))
 
     def stop(self) -> None:
         """Leave gracefully and return from :meth:`run` (safe to call more than once)."""

@@ -16,6 +16,14 @@ Damaged files are detected, not served: a file that is not a log of ours, a log 
 node wrote, or a row whose CRC does not match raises :class:`StorageError` at load
 (rows are checked one by one: a damaged event is reported and dropped with the rest of
 its topic's log from it on, the replicas have it).
+
+A write that fails (a full disk, the ``max_bytes`` quota, an I/O error) is not retried
+as it was: the worker applies what it can keep of the failed transaction without the
+events (:func:`scribe.durability.salvage`: trims and drops, which free space, and every
+counter, so that no seq is numbered twice after a restart) and tells the core that the
+events up to there are not stored (``on_storage_failed``), so that it refuses what it
+waited to acknowledge. Later operations go on as usual: one failed batch never blocks
+the ones after it, and the first commit that succeeds ends the failure.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from scribe.durability import (
     NoteCounter,
     RestoredLog,
     TrimLog,
+    salvage,
 )
 from scribe.messages import EventBody
 
@@ -93,9 +102,12 @@ class LoadReport:
 class LogStore:
     """The node's topic logs in one SQLite file (see the module docs)."""
 
-    def __init__(self, path: Path, node: str, policy: SyncPolicy) -> None:
+    def __init__(self, path: Path, node: str, policy: SyncPolicy,
+                 max_bytes: int | None = None) -> None:
         self.path = path
         self.policy = policy
+        #: The quota on the file (None: none), as configured (``[storage] max_bytes``).
+        self.max_bytes = max_bytes
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -106,6 +118,8 @@ class LogStore:
             self._db.execute(f"PRAGMA synchronous={synchronous[policy.mode]}")
             self._db.executescript(_SCHEMA)
             self._claim(node)
+            if max_bytes is not None:
+                self._limit(max_bytes)
         except sqlite3.DatabaseError as exc:
             raise StorageError(f"{path}: not a usable topic log ({exc})") from None
 
@@ -122,6 +136,13 @@ class LogStore:
             raise StorageError(f"{self.path}: the log of node {rows.get('node')}, not of "
                                f"this node ({node}): a state directory copied from "
                                "another node? Move it away to start empty")
+
+    def _limit(self, max_bytes: int) -> None:
+        """SQLite refuses a write that needs a page past ``max_bytes`` with SQLITE_FULL,
+        as a full disk (the quota counts whole pages; pages freed by trims and drops are
+        used again first). A file already larger keeps its size and does not grow."""
+        (page_size,) = self._db.execute("PRAGMA page_size").fetchone()
+        self._db.execute(f"PRAGMA max_page_count = {max_bytes // page_size}")
 
     def close(self) -> None:
         self._db.close()
@@ -173,6 +194,10 @@ class LogStore:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
+
+    def salvage(self, ops: Sequence[StorageOp]) -> list[StorageOp]:
+        """What to apply of ``ops`` after they failed together (see the module docs)."""
+        return salvage(ops)
 
     def _apply_other(self, op: StorageOp) -> None:
         db = self._db
@@ -270,7 +295,11 @@ def _checked_body(topic: str, seq: int, msg_id: str, data: bytes, crc: int
     return body
 
 
+#: The core's ``on_synced``: every operation up to this number is on disk.
 Synced = Callable[[int], None]
+#: The core's ``on_storage_failed``: the events of operations up to this number that
+#: were not reported synced are not stored (why: the error's text).
+Failed = Callable[[int, str], None]
 
 
 class StorageWorker:
@@ -283,16 +312,18 @@ class StorageWorker:
         self.submitted = 0
         self.synced = 0
         self.commits = 0
+        #: Transactions that failed, and the last one's error while no commit has
+        #: succeeded since (None: the store is writing).
         self.failures = 0
+        self.failing: str | None = None
         self._wake = trio.Event()
-
 
     def submit(self, op: StorageOp) -> None:
         self._queued.append(op)
         self.submitted += 1
         self._wake.set()
 
-    async def run(self, on_synced: Synced) -> None:
+    async def run(self, on_synced: Synced, on_failed: Failed) -> None:
         """Until cancelled: apply what was submitted, one transaction at a time."""
         policy = self.store.policy
         async with trio.open_nursery() as nursery:
@@ -306,17 +337,38 @@ class StorageWorker:
                 try:
                     await trio.to_thread.run_sync(self.store.apply, ops)
                 except (sqlite3.Error, OSError) as exc:
-                    # Not acknowledged: the core keeps waiting, its publishers time out.
-                    # Retried with what comes next (INSERT OR IGNORE makes that safe).
-                    self.failures += 1
-                    log.error("storage: a write failed (%s); acknowledgements wait", exc)
-                    self._queued = ops + self._queued
-                    await trio.sleep(0.1)
-                    self._wake.set()
+                    await self._salvage(ops, str(exc))
+                    on_failed(through, str(exc))
                     continue
                 self.commits += 1
                 self.synced = through
+                if self.failing is not None:
+                    log.warning("storage: writing again after %d failed transactions",
+                                self.failures)
+                    self.failing = None
                 on_synced(through)
+
+    async def _salvage(self, ops: list[StorageOp], error: str) -> None:
+        """``ops`` failed together: apply what can be kept of them. If even that fails,
+        it goes first in the next transaction, after a pause (a full disk is not
+        retried at the rate operations come)."""
+        self.failures += 1
+        if self.failing != error:  # once per failure, not per transaction
+            log.error("storage: a write failed (%s); its events are not stored, reliable "
+                      "publishes are refused (storage_error) until a write succeeds", error)
+        self.failing = error
+        kept = self.store.salvage(ops)
+        try:
+            await trio.to_thread.run_sync(self.store.apply, kept)
+        except (sqlite3.Error, OSError) as exc:
+            self.failures += 1
+            log.error("storage: keeping the counters and trims failed too (%s); "
+                      "retried", exc)
+            self._queued = kept + self._queued
+            await trio.sleep(0.1)
+            self._wake.set()
+        else:
+            self.commits += 1
 
     async def _sync_every(self, seconds: float) -> None:
         while True:
@@ -326,9 +378,12 @@ class StorageWorker:
             except OSError as exc:
                 log.error("storage: syncing the log failed (%s)", exc)
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, int | str | None]:
+        """``failing``: the last error while no commit has succeeded since (None: the
+        store is writing)."""
         return {"submitted": self.submitted, "synced": self.synced, "commits": self.commits,
-                "failures": self.failures}
+                "failures": self.failures, "failing": self.failing,
+                "max_bytes": self.store.max_bytes}
 
 
 __all__ = ["LOG_FILE", "LoadReport", "LogStore", "StorageError", "StorageWorker"]

@@ -1,10 +1,12 @@
 """Reliable publishes waiting for the core's ``published`` notice, without a task each.
 
 A waiter is a callback: it is called exactly once, with the publish's
-:class:`PublishResult` when the notice comes, or with a ``timeout`` :class:`ApiError`
-once ``timeout`` seconds have passed without it. Every waiter has the same timeout, so
-their deadlines come in the order they were added: one task (:meth:`run`) sleeps until
-the oldest deadline, and a notice also drops the answered waiters at the front.
+:class:`PublishResult` when the notice comes, with the :class:`ApiError` of a
+``refused`` notice (the root cannot store the event: ``storage_error``), or with a
+``timeout`` :class:`ApiError` once ``timeout`` seconds have passed without either.
+Every waiter has the same timeout, so their deadlines come in the order they were
+added: one task (:meth:`run`) sleeps until the oldest deadline, and a notice also drops
+the answered waiters at the front.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 import trio
 
 from overlay.runtime.api import ApiError, PublishResult
-from overlay.runtime.api.requests import TIMEOUT
+from overlay.runtime.api.requests import STORAGE_ERROR, TIMEOUT
 from overlay.runtime.api.service import Done
 
 
@@ -64,9 +66,18 @@ class PendingPublishes:
 
     def published(self, topic: str, msg_id: str, seq: int | None) -> None:
         """The core's ``published`` notice: answer everyone waiting for that event."""
+        self._answer(topic, msg_id, PublishResult(msg_id, seq))
+
+    def refused(self, topic: str, msg_id: str, reason: str) -> None:
+        """The core's ``refused`` notice: the root could not store the event."""
+        self._answer(topic, msg_id, ApiError(
+            STORAGE_ERROR, f"the topic's root cannot store the event ({reason}); it is not "
+            f"acknowledged: publish it again later, with msg_id {msg_id}", msg_id=msg_id))
+
+    def _answer(self, topic: str, msg_id: str, outcome: PublishResult | ApiError) -> None:
         for waiter in self._by_key.pop((topic, msg_id), ()):
             waiter.finished = True
-            waiter.done(PublishResult(msg_id, seq))
+            waiter.done(outcome)
         queue = self._queue
         while queue and queue[0].finished:
             queue.popleft()

@@ -35,6 +35,10 @@ class DurableState(Protocol):
 
     def apply(self, ops: list[StorageOp]) -> None: ...
 
+    def salvage(self, ops: list[StorageOp]) -> list[StorageOp]:
+        """What is kept of ``ops`` when writing them failed (``overlay.core.storage``)."""
+        ...
+
 
 @dataclass
 class SimStorage:
@@ -50,6 +54,9 @@ class SimStorage:
     busy: bool = False
     #: Bumped at a crash: a sync or flush begun before it completes nothing.
     generation: int = 0
+    #: While set, every commit fails with this error, as on a full disk
+    #: (:meth:`Simulator.fail_storage`).
+    failing: str | None = None
 
 
 @dataclass
@@ -152,6 +159,18 @@ class Simulator:
         """What a node's disk holds durably (survives its crashes)."""
         disk = self.nodes[addr].storage
         return None if disk is None else disk.durable
+
+    def fail_storage(self, addr: str, error: str | None = "disk full (simulated)") -> None:
+        """From now on every commit of ``addr``'s disk fails with ``error`` (None: they
+        succeed again): what the store salvages of it is kept, and the core is told
+        (``on_storage_failed``). Only with ``sync = always``, where a commit is the
+        sync the core waits for."""
+        if self.sync.mode != "always":
+            raise ValueError("storage failures are simulated with sync = always only")
+        disk = self.nodes[addr].storage
+        if disk is None:
+            raise ValueError(f"node {addr} has no storage")
+        disk.failing = error
 
     def core(self, addr: str) -> ProtocolCore:
         return self.nodes[addr].core
@@ -315,9 +334,11 @@ class Simulator:
         disk = node.storage
         if disk is None or generation != disk.generation or not node.alive:
             return  # the node crashed meanwhile: this sync never completed
+        failed = durable and disk.failing is not None
         if durable:  # a group commit: everything written before it began
             count = through - (disk.written - len(disk.unsynced))
-            disk.durable.apply(disk.unsynced[:count])
+            ops = disk.unsynced[:count]
+            disk.durable.apply(disk.durable.salvage(ops) if failed else ops)
             del disk.unsynced[:count]
             disk.busy = False
             if disk.unsynced:  # written while it ran: the next group
@@ -326,7 +347,11 @@ class Simulator:
                            (addr, disk.generation, disk.written, True))
         if through > disk.synced:
             disk.synced = through
-            node.core.on_synced(self.now, through)
+            if failed:
+                assert disk.failing is not None
+                node.core.on_storage_failed(self.now, through, disk.failing)
+            else:
+                node.core.on_synced(self.now, through)
             self._after_input(addr, node)
 
     def _flushed(self, addr: str, generation: int) -> None:

@@ -22,6 +22,8 @@ from scribe.messages import (
     Leave,
     Publish,
     PublishAck,
+    PublishRefused,
+    ReplicateAck,
     RootHandover,
 )
 from tests.scribe.helpers import TOPIC, body, digest, join, ref
@@ -38,6 +40,8 @@ EXAMPLES: list[Message] = [
     RootHandover(TOPIC, 0, ref(7), digest("a = 1"), 5),
     Publish(body("00ff", seq=None, x=1.5, ok=True, s="v"), ref(3)),
     PublishAck(TOPIC, "00ff", 4, ref(9)),
+    PublishRefused(TOPIC, "00ff", "database or disk is full", ref(9)),
+    ReplicateAck(TOPIC, "00ff", 4, ref(9), stored=False),
     Event(body("00ff", seq=4, x=1), 2, ref(7), True, ("g", "h")),
     AnycastBack(TOPIC, "00ff", ("g",), ref(5)),
 ]
@@ -68,7 +72,8 @@ def wire_of(msg: Message, **changes: Any) -> dict[str, Any]:
     wire_of(DigestUpdate(TOPIC, ref(5), digest(""), 1), digest={"plain": {}, "groups": {
         "g": {"summary": {}, "distance": -1}}}),
     wire_of(Leave(TOPIC, ref(5)), extra=1),
-], ids=range(9))
+    wire_of(PublishRefused(TOPIC, "00ff", "full", ref(9)), reason="x" * 201),
+], ids=range(10))
 def test_malformed_messages_are_rejected(wire: dict[str, Any]) -> None:
     with pytest.raises(MessageError):
         decode_message(wire)

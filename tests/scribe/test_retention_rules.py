@@ -157,14 +157,16 @@ def test_restored_events_past_their_topics_seconds_go_and_the_first_tick_persist
     assert [(f["topic"], f["events"]) for ev_, f in host.traces if ev_ == "recover"] == [
         ("t", 4), ("u", 1), ("v", 1)]
     host.clear()
+    mark = len(host.persisted)
     assert app.next_deadline() == 11.0  # restoring woke the tick (heartbeat_interval 1 s)
     app.on_timer(11.0)  # seq 3 is 60.999 s old now: it goes too, with what restoring dropped
-    assert host.persisted == [TrimLog("t", 4), DropLog("v")]
+    assert host.persisted[mark:] == [TrimLog("t", 4), DropLog("v")]
     assert {t: list(r.events) for t, r in retention.replica.items()} == {"t": [4],
                                                                          "u": [1]}
     host.clear()
+    mark = len(host.persisted)
     app.on_timer(12.0)  # seq 4 is 2 s old (its ts was ahead), "u"'s 72 s: nothing to tell
-    assert host.persisted == []
+    assert host.persisted[mark:] == []
     assert retention.logs()["t"]["retention"] == {"count": 1024, "bytes": 256 << 20,
                                                   "seconds": 60.0}
 

@@ -161,8 +161,11 @@ async def test_the_worker_groups_what_arrives_during_a_commit(tmp_path: Path) ->
     store = LogStore(tmp_path / LOG_FILE, NODE, SyncPolicy())
     worker = StorageWorker(store)
     synced: list[int] = []
+
+    def failed_at_all(through: int, reason: str) -> None:
+        raise AssertionError(f"a write failed: {reason}")
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(worker.run, synced.append)
+        nursery.start_soon(worker.run, synced.append, failed_at_all)
         for seq in range(1, 201):
             worker.submit(AppendEvents("t", (body("t", seq),)))
             if seq % 50 == 0:

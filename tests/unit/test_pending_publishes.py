@@ -144,3 +144,20 @@ async def test_the_awaitable_publish_rides_on_the_callback() -> None:
     assert result == PublishResult("cd", 1)
     unreliable = await service.publish(Publish(topic="t", reliable=False))
     assert unreliable.seq is None and len(unreliable.msg_id) == 32
+
+
+async def test_a_refused_notice_is_a_storage_error_for_every_publish_of_that_msg_id() -> None:
+    service, _ = make()
+    first, done1 = recorder()
+    second, done2 = recorder()
+    service.begin_publishes([Publish(topic="t", msg_id="ab")] * 2, [done1, done2])
+    service._on_notice(Notice("refused", {"topic": "t", "msg_id": "ab",
+                                          "code": "storage_error", "reason": "disk full"}))
+    for seen in (first, second):
+        assert len(seen) == 1 and isinstance(seen[0], ApiError)
+        assert seen[0].code == "storage_error" and seen[0].extra == {"msg_id": "ab"}
+        assert "disk full" in seen[0].message
+    assert len(service.pending) == 0 and not service.pending._queue
+    # A late acknowledgement (there is none for a refused event) would answer nobody.
+    service._on_notice(Notice("published", {"topic": "t", "msg_id": "ab", "seq": 1}))
+    assert len(first) == len(second) == 1

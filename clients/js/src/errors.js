@@ -56,6 +56,10 @@ export class UnsupportedVersion extends RequestError {}
 export class NotReady extends RequestError {}
 export class Overloaded extends RequestError {}
 export class TooLarge extends RequestError {}
+/** A reliable publish was not acknowledged in time: publish again with `extra.msg_id`. */
+export class Timeout extends RequestError {}
+/** The topic's root could not store a reliable publish (`storage_error`): not acknowledged. */
+export class StorageError extends RequestError {}
 export class Internal extends RequestError {}
 
 const ERRORS = {
@@ -67,5 +71,7 @@ const ERRORS = {
   not_ready: NotReady,
   overloaded: Overloaded,
   too_large: TooLarge,
+  timeout: Timeout,
+  storage_error: StorageError,
   internal: Internal,
 };

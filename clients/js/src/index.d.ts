@@ -115,4 +115,6 @@ export class UnsupportedVersion extends RequestError {}
 export class NotReady extends RequestError {}
 export class Overloaded extends RequestError {}
 export class TooLarge extends RequestError {}
+export class Timeout extends RequestError {}
+export class StorageError extends RequestError {}
 export class Internal extends RequestError {}

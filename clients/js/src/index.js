@@ -10,6 +10,8 @@ export {
   OverlayError,
   Overloaded,
   RequestError,
+  StorageError,
+  Timeout,
   TooLarge,
   UnknownSub,
   UnsupportedVersion,

@@ -36,9 +36,10 @@ OVERLOADED = "overloaded"
 INTERNAL = "internal"
 TOO_LARGE = "too_large"
 TIMEOUT = "timeout"
+STORAGE_ERROR = "storage_error"
 #: Every error code a client may see (docs/API.md's table is checked against it).
 ERROR_CODES = frozenset({BAD_FRAME, BAD_REQUEST, BAD_FILTER, UNKNOWN_SUB, UNSUPPORTED_VERSION,
-                         NOT_READY, OVERLOADED, INTERNAL, TOO_LARGE, TIMEOUT})
+                         NOT_READY, OVERLOADED, INTERNAL, TOO_LARGE, TIMEOUT, STORAGE_ERROR})
 
 
 class ApiError(Exception):
