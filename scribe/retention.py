@@ -173,14 +173,20 @@ class Retention:
     def adopt_events(self, now: float, topic: str, events: tuple[EventBody, ...],
                      counter: int) -> None:
         """Events a former root handed over with the key, numbered up to ``counter``.
-        When this node numbered the topic too (each on its side of a partition), the two
-        logs are merged (:mod:`scribe.merge`)."""
-        mine = self.root.get(topic)
-        if mine is not None and topic in self.s.numbering:
+        When they fork from what this node holds (it numbered the topic too, each on its
+        side of a partition; or its own copies, loaded at a restart, hold events the
+        former root never had at numbers it gave to others) the two logs are merged
+        (:mod:`scribe.merge`): no copy is dropped for a clash of numbers."""
+        numbering = topic in self.s.numbering and topic in self.root
+        mine = self.root.get(topic) if numbering else self.replica.get(topic)
+        if mine is not None:
             plan = plan_merge(mine, self.s.seq.get(topic, 0), events, counter,
                               self._moved_below.get(topic))
             if plan.fork is not None:
-                self.merge(now, topic, plan)
+                # What this node sent down as the root, its subscriptions had already.
+                released = self.released_through(topic) if numbering else 0
+                self.adopt_replica(topic)
+                self.merge(now, topic, plan, released)
                 return
             events = plan.fill
         copies = Retained(complete_from=events[0].seq or 1) if events else Retained()
@@ -190,17 +196,17 @@ class Retention:
             self.durability.write(AppendEvents(topic, events))
         self.s.note_seq(topic, counter)
 
-    def merge(self, now: float, topic: str, plan: MergePlan) -> None:
+    def merge(self, now: float, topic: str, plan: MergePlan, released: int) -> None:
         """Carry out a merge (:func:`scribe.merge.plan_merge`): fill holes, move the
         events numbered on both sides since the fork after both counters, and send them
-        down in their new order (behind any event still waiting for its replicas)."""
+        down in their new order (behind any event still waiting for its replicas).
+        ``released``: this node sent its events up to there down as the root."""
         s = self.s
         mine = self.root[topic]
         for body in plan.fill:
             mine.add(now, body)
         if plan.fill:
             self.durability.write(AppendEvents(topic, plan.fill))
-        released = self.released_through(topic)
         queue = self.unreleased.setdefault(topic, OrderedDict())
         #: msg_id -> whether it may go down (this root's events still in the queue).
         queued: dict[str, bool] = {}
