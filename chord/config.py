@@ -30,6 +30,12 @@ class ChordConfig:
     rpc_attempts: int = 3
     #: Pause before a join that failed is tried again (through the next seed).
     join_retry: float = 2.0
+    #: Failed join attempts (at least one through each seed) after which a node whose id
+    #: is the lowest of its seeds' and its own creates the ring (0: it never does). Nodes
+    #: started together, each seeded with the others (a whole-overlay restart from one
+    #: configuration), would otherwise wait for each other for ever: a node joins only
+    #: through a member. The others then join it; merge probes zip any second ring in.
+    bootstrap_rounds: int = 3
     #: Period of the probe that lets rings split by a partition find each other again:
     #: a lookup of our own successor started at a seed or a remembered former member.
     merge_interval: float = 10.0
@@ -51,6 +57,8 @@ class ChordConfig:
             raise ValueError("successors, rpc_attempts and max_hops must be >= 1")
         if self.remember_max < 0:
             raise ValueError("remember_max must be >= 0")
+        if self.bootstrap_rounds < 0:
+            raise ValueError(f"bootstrap_rounds must be >= 0, got {self.bootstrap_rounds}")
         for name in ("stabilize_interval", "fix_fingers_interval", "check_predecessor_interval",
                      "rpc_timeout", "join_retry", "merge_interval", "route_timeout"):
             if not getattr(self, name) > 0:

@@ -54,6 +54,9 @@ class Maintenance:
         self._stabilize_busy = False
         self._ping_busy = False
         self._join_attempts = 0
+        #: This node created the ring after its seeds gave no member (``bootstrap_rounds``):
+        #: it keeps probing them, so that a second ring created the same way merges in.
+        self.bootstrapped = False
 
     # -- timers ----------------------------------------------------------------------------
 
@@ -108,6 +111,10 @@ class Maintenance:
         if node.joined or node.leaving or node.left:
             return
         if successor is None or successor.addr == node.address:
+            if self._may_bootstrap():
+                self.bootstrapped = True
+                node.became_member(now)
+                return
             node.timers.set(JOIN, now + node.config.join_retry)
             return
         node.successors.replace([successor])
@@ -115,6 +122,15 @@ class Maintenance:
         node.became_member(now)
         self.stabilize_soon(now)  # at once: learn the new successor's list and notify it
         self._fix_finger(now)
+
+    def _may_bootstrap(self) -> bool:
+        """After ``bootstrap_rounds`` failed attempts, at least one through each seed:
+        whether this node's id is the lowest of its own and its seeds' (the one node of
+        the set that creates the ring, so that they do not each create one)."""
+        node = self.node
+        rounds = node.config.bootstrap_rounds
+        return rounds > 0 and self._join_attempts >= max(rounds, len(node.seeds)) and \
+            node.local.id < min(node_id(seed, node.bits) for seed in node.seeds)
 
     # -- stabilize and notify ----------------------------------------------------------------
 
@@ -248,9 +264,11 @@ class Maintenance:
         for addr, forget_at in list(self.remembered.items()):
             if forget_at <= now:
                 del self.remembered[addr]
-        # Seeds are probed only by a node left alone: in a ring, its neighbours' failures
-        # fill ``remembered`` when a partition cuts it off.
-        candidates = list(self.remembered) or ([] if node.successors else node.seeds)
+        # Seeds are probed only by a node left alone, or one that created its ring for
+        # want of a member among them: in a ring, its neighbours' failures fill
+        # ``remembered`` when a partition cuts it off.
+        alone = not node.successors or self.bootstrapped
+        candidates = list(self.remembered) or (node.seeds if alone else [])
         if not candidates:
             return
         addr = candidates[node.rng.randrange(len(candidates))]

@@ -256,16 +256,19 @@ def restart(inventory: Inventory, names: list[str], extra_config: str = "",
     and its address (so its id, and its topic logs, are its own again), seeded with the
     addresses of the nodes running; the inventory is updated with their new pids.
 
-    With no node running (a whole-overlay restart) the first one named starts a ring
-    alone, as ``up`` does: a Chord node joins only through a member, and nodes that are
-    all waiting for a seed to join would wait for each other."""
+    With no node running (a whole-overlay restart) each is seeded with all the others, as
+    one static configuration would have them: no node is a member to join through, and
+    after a few failed attempts the lowest id of each seed set creates the ring and the
+    others join it (Chord's ``bootstrap_rounds``)."""
     directory = Path(inventory.directory)
     restarted = []
+    running = [n.address for n in inventory.nodes if pid_alive(n.pid)]
     for name in names:
         old = inventory.find(name)
         if pid_alive(old.pid):
             raise ClusterError(f"{name} is still running")
-        seeds = [n.address for n in inventory.nodes if n.name != name and pid_alive(n.pid)]
+        seeds = [a for a in running if a != old.address] or \
+            [n.address for n in inventory.nodes if n.name != name]
         entry = start_daemon(name, directory, seeds, inventory.mode, extra_config, timeout,
                              bind=old.address)
         inventory.nodes[inventory.nodes.index(old)] = entry

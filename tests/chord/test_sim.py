@@ -4,6 +4,7 @@ Every run has a fixed seed; the ground truth is the sorted ring of live nodes.""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -124,3 +125,35 @@ def test_same_seed_same_run() -> None:
     first.pop("wall_s")
     second.pop("wall_s")
     assert first == second
+
+
+@pytest.mark.parametrize("seeding", ["each-other", "a-cycle"])
+def test_nodes_started_together_seeded_with_each_other_form_one_ring(seeding: str) -> None:
+    """A whole-overlay restart from one configuration: no node is a member to join
+    through. After ``bootstrap_rounds`` failed attempts (at least one through each seed)
+    the lowest id of each seed set creates the ring
+    and the rest join it; with seed sets that are not the same for all (each node seeded
+    with the next only), several rings may start, and merge probes zip them together."""
+    sim = Simulator(9)
+    world = ChordWorld(sim, FAST)
+    nodes = [world.spawn() for _ in range(12)]
+    for i, node in enumerate(nodes):
+        seeds = [n for n in nodes if n is not node] if seeding == "each-other" \
+            else [nodes[(i + 1) % len(nodes)]]
+        world.join(node, *seeds)
+    # 11 seeds: the lowest tries each once (a join retry every 2 s) before it creates
+    # the ring; the others find it as their attempts come round to it.
+    sim.run(until=60.0)
+    assert all(n.joined for n in nodes)
+    run_until_correct(world, deadline=200.0)
+    assert len(world.live()) == 12
+
+
+def test_without_bootstrap_rounds_nodes_seeded_with_each_other_wait_for_a_member() -> None:
+    sim = Simulator(9)
+    world = ChordWorld(sim, dataclasses.replace(FAST, bootstrap_rounds=0))
+    nodes = [world.spawn() for _ in range(4)]
+    for node in nodes:
+        world.join(node, *[n for n in nodes if n is not node])
+    sim.run(until=120.0)
+    assert not any(n.joined for n in nodes)

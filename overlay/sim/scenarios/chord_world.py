@@ -61,8 +61,9 @@ class ChordWorld:
         self.sim.invoke(node.address, lambda core, now: core.create(now))
         self._joining.append(node)
 
-    def join(self, node: ChordNode, seed: ChordNode) -> None:
-        self.sim.invoke(node.address, lambda core, now: core.join(now, [seed.address]))
+    def join(self, node: ChordNode, *seeds: ChordNode) -> None:
+        self.sim.invoke(node.address, lambda core, now: core.join(
+            now, [seed.address for seed in seeds]))
         self._joining.append(node)
 
     def bootstrap_oracle(self, count: int) -> list[ChordNode]:
