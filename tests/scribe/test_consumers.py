@@ -1,0 +1,199 @@
+"""The durable consumer's state machine, input by input (scribe.consumers): ack,
+ack_wait expiry, nak with delay, term, max_deliver then dead letter, max_inflight,
+members leaving, push round robin, fetch with and without wait."""
+
+from __future__ import annotations
+
+import pytest
+
+from scribe.consumers import (
+    MAX_FETCH,
+    MAX_INFLIGHT_LIMIT,
+    Consumer,
+    ConsumerConfig,
+    ConsumerError,
+    DeadLetter,
+    FetchAnswer,
+    Member,
+    Record,
+    seqs_of,
+)
+from scribe.messages import EventBody
+
+A, B = Member("a", 1), Member("b", 7)
+
+
+def body(seq: int, kind: str = "job") -> EventBody:
+    return EventBody("tasks", f"{seq:04x}", seq, {"kind": kind}, b"p", "01", float(seq))
+
+
+def consumer(**settings: object) -> tuple[Consumer, dict[int, EventBody]]:
+    log: dict[int, EventBody] = {}
+    config = ConsumerConfig(**settings)  # type: ignore[arg-type]  # tests pass kwargs
+    return Consumer("tasks", "workers", config, log.get,
+                    lambda b: b.attrs.get("kind") == "job"), log
+
+
+def publish(c: Consumer, log: dict[int, EventBody], now: float, *seqs: int,
+            kind: str = "job") -> list[object]:
+    actions: list[object] = []
+    for seq in seqs:
+        log[seq] = body(seq, kind)
+        actions += c.offer(now, log[seq])
+    return actions
+
+
+def records(actions: list[object], ev: str) -> list[dict[str, object]]:
+    return [dict(a.fields) for a in actions if isinstance(a, Record) and a.ev == ev]
+
+
+def test_push_without_ack_delivers_each_event_once_round_robin() -> None:
+    c, log = consumer()
+    c.attach(0.0, A)
+    c.attach(0.0, B)
+    assert seqs_of(publish(c, log, 1.0, 1, 2, 3)) == [("a", 1, 1), ("b", 2, 1), ("a", 3, 1)]
+    assert c.ack_floor == 3 and c.next_deadline() is None
+
+
+def test_events_wait_for_a_member_and_the_filter_skips_what_it_does_not_want() -> None:
+    c, log = consumer(ack=True)
+    publish(c, log, 1.0, 1)
+    publish(c, log, 1.0, 2, kind="other")
+    publish(c, log, 1.0, 3)
+    assert c.stats()["pending"] == 2
+    assert seqs_of(c.attach(2.0, A)) == [("a", 1, 1), ("a", 3, 1)]
+
+
+def test_an_acknowledged_event_is_not_delivered_again() -> None:
+    c, log = consumer(ack=True, ack_wait=5.0)
+    c.attach(0.0, A)
+    publish(c, log, 1.0, 1, 2)
+    assert records(c.ack(2.0, A, 1), "ack") == [
+        {"topic": "tasks", "durable": "workers", "seq": 1, "attempt": 1, "node": "a"}]
+    assert c.ack_floor == 1 and c.next_deadline() == 6.0  # seq 2 still in flight
+    with pytest.raises(ConsumerError, match="not in flight"):
+        c.ack(2.5, A, 1)  # twice
+    assert seqs_of(c.tick(100.0)) == [("a", 2, 2)]  # 2 went back; 1 never does
+
+
+def test_ack_wait_expiry_delivers_again_with_the_attempt_counted() -> None:
+    c, log = consumer(ack=True, ack_wait=5.0)
+    c.attach(0.0, A)
+    c.attach(0.0, B)
+    publish(c, log, 1.0, 1)
+    assert c.tick(5.999) == []  # one tick before the deadline: nothing
+    actions = c.tick(6.0)
+    assert seqs_of(actions) == [("b", 1, 2)]
+    assert records(actions, "redeliver") == [
+        {"topic": "tasks", "durable": "workers", "seq": 1, "msg_id": "0001", "attempt": 2}]
+    assert c.stats()["redelivered"] == 1
+    with pytest.raises(ConsumerError):
+        c.ack(6.5, A, 1)  # a's late ack: it is b's now
+
+
+def test_after_max_deliver_attempts_the_event_is_dead_lettered() -> None:
+    c, log = consumer(ack=True, ack_wait=1.0, max_deliver=3, dead_letter="tasks.dead")
+    c.attach(0.0, A)
+    publish(c, log, 0.0, 1)
+    assert seqs_of(c.tick(1.0)) == [("a", 1, 2)]
+    assert seqs_of(c.tick(2.0)) == [("a", 1, 3)]
+    actions = c.tick(3.0)  # the third attempt expired: no fourth
+    assert seqs_of(actions) == []
+    assert [a for a in actions if isinstance(a, DeadLetter)] == [
+        DeadLetter(log[1], 3, "tasks.dead")]
+    assert c.ack_floor == 1 and c.stats()["dead_lettered"] == 1 and c.next_deadline() is None
+
+
+def test_nak_delivers_again_after_its_delay_and_counts_toward_max_deliver() -> None:
+    c, log = consumer(ack=True, ack_wait=30.0, max_deliver=2)
+    c.attach(0.0, A)
+    publish(c, log, 0.0, 1, 2)
+    assert seqs_of(c.nak(1.0, A, 1, delay=4.0)) == []  # not before 5.0
+    assert c.next_deadline() == 5.0
+    assert seqs_of(c.tick(4.999)) == []
+    assert seqs_of(c.tick(5.0)) == [("a", 1, 2)]
+    actions = c.nak(6.0, A, 1)  # a second nak: max_deliver reached
+    assert [type(a).__name__ for a in actions] == ["DeadLetter", "Record"]
+    with pytest.raises(ConsumerError, match="delay"):
+        c.nak(7.0, A, 2, delay=-1.0)
+
+
+def test_term_ends_the_event_for_good() -> None:
+    c, log = consumer(ack=True, ack_wait=1.0)
+    c.attach(0.0, A)
+    publish(c, log, 0.0, 1)
+    assert records(c.term(0.5, A, 1), "term")[0]["seq"] == 1
+    assert c.tick(10.0) == [] and c.ack_floor == 1
+
+
+def test_max_inflight_bounds_each_members_unacknowledged_events_at_the_edge() -> None:
+    c, log = consumer(ack=True, max_inflight=2)
+    c.attach(0.0, A)
+    assert seqs_of(publish(c, log, 0.0, 1, 2, 3)) == [("a", 1, 1), ("a", 2, 1)]
+    assert c.stats()["pending"] == 1  # the third waits: a holds max_inflight
+    assert seqs_of(c.ack(1.0, A, 1)) == [("a", 3, 1)]  # one acknowledged: room for one
+    with pytest.raises(ConsumerError, match="max_inflight"):
+        ConsumerConfig(max_inflight=MAX_INFLIGHT_LIMIT + 1)
+    ConsumerConfig(max_inflight=MAX_INFLIGHT_LIMIT)  # the largest allowed
+
+
+def test_a_member_that_detaches_hands_its_events_to_the_others_at_once() -> None:
+    c, log = consumer(ack=True)
+    c.attach(0.0, A)
+    publish(c, log, 0.0, 1, 2)
+    c.attach(0.5, B)
+    actions = c.detach(1.0, A)
+    assert seqs_of(actions) == [("b", 1, 2), ("b", 2, 2)]
+    with pytest.raises(ConsumerError, match="not attached"):
+        c.ack(1.5, A, 1)
+
+
+def test_with_no_member_events_accumulate_and_a_new_member_resumes_in_seq_order() -> None:
+    c, log = consumer(ack=True)
+    c.attach(0.0, A)
+    publish(c, log, 0.0, 1, 2)
+    c.ack(0.5, A, 1)
+    c.detach(1.0, A)
+    publish(c, log, 2.0, 3, 4)
+    assert c.stats() == {"pending": 3, "inflight": 0, "members": 0, "redelivered": 0,
+                         "dead_lettered": 0, "ack_floor": 1}
+    assert seqs_of(c.attach(3.0, B)) == [("b", 2, 2), ("b", 3, 1), ("b", 4, 1)]
+
+
+def test_fetch_answers_at_once_with_what_is_there_and_never_more_than_asked() -> None:
+    c, log = consumer(ack=True, pull=True)
+    c.attach(0.0, A)
+    publish(c, log, 0.0, 1, 2, 3)  # nothing pushed to a pull consumer
+    assert c.stats()["inflight"] == 0
+    assert c.fetch(1.0, A, 1, 2, wait=0.0) == [FetchAnswer(A, 1, ((log[1], 1), (log[2], 1)))]
+    assert c.fetch(1.0, A, 2, 5, wait=0.0) == [FetchAnswer(A, 2, ((log[3], 1),))]
+    assert c.fetch(1.0, A, 3, 5, wait=0.0) == [FetchAnswer(A, 3, ())]  # the seeds' poll
+    with pytest.raises(ConsumerError, match="max"):
+        c.fetch(1.0, A, 4, MAX_FETCH + 1, wait=0.0)
+
+
+def test_a_waiting_fetch_is_answered_by_the_first_event_or_by_its_wait_running_out() -> None:
+    c, log = consumer(ack=True, pull=True)
+    c.attach(0.0, A)
+    assert c.fetch(1.0, A, 1, 10, wait=5.0) == []
+    assert c.next_deadline() == 6.0
+    assert c.fetch(1.0, A, 2, 10, wait=2.0) == []
+    assert c.tick(3.0) == [FetchAnswer(A, 2, ())]  # its wait ran out
+    assert publish(c, log, 4.0, 1) == [FetchAnswer(A, 1, ((log[1], 1),))]
+    assert c.next_deadline() == 4.0 + 30.0  # only the ack wait is left
+
+
+def test_settings_out_of_range_are_refused_with_what_is_wrong() -> None:
+    for settings, message in [({"ack_wait": 0}, "ack_wait"), ({"max_deliver": 0}, "max_deliver"),
+                              ({"ack": "yes"}, "booleans"), ({"dead_letter": ""}, "dead_letter"),
+                              ({"max_inflight": 0}, "max_inflight")]:
+        with pytest.raises(ConsumerError, match=message):
+            ConsumerConfig(**settings)  # type: ignore[arg-type]  # wrong types on purpose
+
+
+def test_an_event_retention_dropped_is_not_delivered_and_counts_as_done() -> None:
+    c, log = consumer(ack=True)
+    publish(c, log, 0.0, 1, 2)
+    del log[1]  # trimmed by retention before anyone took it
+    assert seqs_of(c.attach(1.0, A)) == [("a", 2, 1)]
+    assert c.ack_floor == 1
