@@ -128,6 +128,30 @@ EventLog = Callable[[int], EventBody | None]
 Wants = Callable[[EventBody], bool]
 
 
+@dataclass(frozen=True)
+class Progress:
+    """What a consumer keeps across a restart of its root (or hands to the next root):
+    its settings and how far it got. What was in flight is not kept: after a failover
+    it is delivered again (at-least-once; docs/API.md says so)."""
+
+    config: ConsumerConfig
+    #: Every seq up to here is done.
+    ack_floor: int
+    #: Seqs above the floor that are done (acknowledged out of order, ended, dead).
+    done: tuple[int, ...]
+    #: Deliveries so far of seqs not done: (seq, attempts), so that max_deliver holds
+    #: across a failover.
+    attempts: tuple[tuple[int, int], ...]
+    #: The highest seq offered (events after it are offered again by the log).
+    offered: int
+
+    def __post_init__(self) -> None:
+        if self.ack_floor < 0 or self.offered < self.ack_floor:
+            raise ConsumerError("a consumer's progress needs 0 <= ack_floor <= offered")
+        if any(not self.ack_floor < seq <= self.offered for seq in self.done):
+            raise ConsumerError("done seqs lie between the ack floor and the last offered")
+
+
 @dataclass
 class _InFlight:
     member: Member
@@ -270,6 +294,39 @@ class Consumer:
             times += list(self._not_before.values())
         return min(times) if times else None
 
+    # -- across restarts ------------------------------------------------------------------------
+
+    def progress(self) -> Progress:
+        return Progress(self.config, self.ack_floor, tuple(sorted(self._done)),
+                        tuple(sorted(self._attempts.items())), self._offered)
+
+    @classmethod
+    def resume(cls, topic: str, name: str, progress: Progress, log: EventLog, wants: Wants,
+               events: Iterable[EventBody]) -> Consumer:
+        """The consumer as ``progress`` left it, with ``events`` (the topic's log, in seq
+        order) offered again: every one after the floor that is not done is pending,
+        whatever was in flight before."""
+        consumer = cls(topic, name, progress.config, log, wants, ack_floor=progress.ack_floor)
+        consumer._done = set(progress.done)
+        consumer._attempts = dict(progress.attempts)
+        for body in events:
+            seq = body.seq or 0
+            if seq <= consumer.ack_floor or seq in consumer._done:
+                continue
+            if seq <= progress.offered and not wants(body):
+                consumer._finish(seq)
+                continue
+            if seq > progress.offered:
+                break  # offered live from here on
+            consumer._ready.append(seq)
+        consumer._offered = progress.offered
+        # Seqs the log no longer holds (retention) are done.
+        held = set(consumer._ready)
+        for seq in range(consumer.ack_floor + 1, progress.offered + 1):
+            if seq not in held and seq not in consumer._done:
+                consumer._finish(seq)
+        return consumer
+
     # -- what it holds --------------------------------------------------------------------------
 
     def stats(self) -> dict[str, int]:
@@ -406,4 +463,4 @@ def seqs_of(actions: Iterable[Action]) -> list[tuple[str, int, int]]:
 
 
 __all__ = ["Action", "Consumer", "ConsumerConfig", "ConsumerError", "DeadLetter", "Deliver",
-           "EventLog", "FetchAnswer", "Member", "Record", "Wants", "seqs_of"]
+           "EventLog", "FetchAnswer", "Member", "Progress", "Record", "Wants", "seqs_of"]

@@ -15,6 +15,7 @@ from scribe.consumers import (
     DeadLetter,
     FetchAnswer,
     Member,
+    Progress,
     Record,
     seqs_of,
 )
@@ -197,3 +198,39 @@ def test_an_event_retention_dropped_is_not_delivered_and_counts_as_done() -> Non
     del log[1]  # trimmed by retention before anyone took it
     assert seqs_of(c.attach(1.0, A)) == [("a", 2, 1)]
     assert c.ack_floor == 1
+
+
+def test_progress_survives_a_new_root_and_what_was_in_flight_is_delivered_again() -> None:
+    c, log = consumer(ack=True, max_deliver=3)
+    c.attach(0.0, A)
+    publish(c, log, 0.0, 1, 2, 3, 4)
+    c.ack(1.0, A, 1)
+    c.ack(1.0, A, 3)  # out of order
+    c.nak(1.0, A, 2)  # back to ready, then out again at once: attempt 2
+    progress = c.progress()
+    assert (progress.ack_floor, progress.done, progress.attempts, progress.offered) == (
+        1, (3,), ((2, 2), (4, 1)), 4)
+    # The root fails; the next one resumes from its copy of the progress and the log.
+    resumed = Consumer.resume("tasks", "workers", progress, log.get, lambda b: True,
+                              [log[s] for s in sorted(log)])
+    assert resumed.stats()["pending"] == 2 and resumed.ack_floor == 1
+    assert seqs_of(resumed.attach(5.0, B)) == [("b", 2, 3), ("b", 4, 2)]
+    publish(resumed, log, 6.0, 5)
+    assert resumed.inflight_of(B) == [2, 4, 5]
+
+
+def test_a_resumed_consumer_counts_what_retention_dropped_meanwhile_as_done() -> None:
+    c, log = consumer(ack=True)
+    publish(c, log, 0.0, 1, 2, 3)
+    progress = c.progress()
+    del log[1], log[2]
+    resumed = Consumer.resume("tasks", "workers", progress, log.get, lambda b: True,
+                              [log[3]])
+    assert resumed.ack_floor == 2 and resumed.stats()["pending"] == 1
+
+
+def test_progress_that_contradicts_itself_is_refused() -> None:
+    with pytest.raises(ConsumerError, match="ack_floor"):
+        Progress(ConsumerConfig(), 5, (), (), 4)
+    with pytest.raises(ConsumerError, match="done"):
+        Progress(ConsumerConfig(), 1, (1,), (), 4)
