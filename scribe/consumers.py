@@ -145,6 +145,32 @@ class Progress:
     #: The highest seq offered (events after it are offered again by the log).
     offered: int
 
+    def to_wire(self) -> list[object]:
+        """As a CBOR-ready list (the store's row, a replica's copy)."""
+        c = self.config
+        return [c.ack, c.ack_wait, c.max_deliver, c.dead_letter, c.max_inflight, c.pull,
+                self.ack_floor, list(self.done), [list(a) for a in self.attempts],
+                self.offered]
+
+    @classmethod
+    def from_wire(cls, data: object) -> Progress:
+        """Back from :meth:`to_wire`; ConsumerError when ``data`` is not one."""
+        if not isinstance(data, list) or len(data) != 10:
+            raise ConsumerError("a consumer's progress is a list of 10 fields")
+        ack, ack_wait, max_deliver, dead_letter, max_inflight, pull, floor, done, tries, \
+            offered = data
+        config = ConsumerConfig(ack, ack_wait, max_deliver, dead_letter, max_inflight, pull)
+        for name, value in (("ack_floor", floor), ("offered", offered)):
+            if type(value) is not int:
+                raise ConsumerError(f"{name} is an int")
+        if not isinstance(done, list) or any(type(s) is not int for s in done):
+            raise ConsumerError("done is a list of seqs")
+        if not isinstance(tries, list) or any(
+                not isinstance(a, list) or len(a) != 2 or any(type(x) is not int for x in a)
+                for a in tries):
+            raise ConsumerError("attempts is a list of [seq, count] pairs")
+        return cls(config, floor, tuple(done), tuple((s, n) for s, n in tries), offered)
+
     def __post_init__(self) -> None:
         if self.ack_floor < 0 or self.offered < self.ack_floor:
             raise ConsumerError("a consumer's progress needs 0 <= ack_floor <= offered")

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from chord.kbr import KbrHost, NodeRef
 from overlay.core.storage import StorageOp
+from scribe.consumers import Progress
 from scribe.messages import EventBody, ReplicateAck
 
 
@@ -53,6 +54,33 @@ class MoveEvents(StorageOp):
     def __post_init__(self) -> None:
         if not self.events:
             raise ValueError("a move carries the renumbered events")
+
+
+@dataclass(frozen=True, slots=True)
+class SaveConsumer(StorageOp):
+    """Durable consumer ``name`` of ``topic`` is as ``progress`` says (replaces what was
+    kept of it)."""
+
+    topic: str
+    name: str
+    progress: Progress
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteConsumer(StorageOp):
+    """Durable consumer ``name`` of ``topic`` was deleted."""
+
+    topic: str
+    name: str
+
+
+@dataclass(frozen=True)
+class RestoredConsumer:
+    """One durable consumer as a store loaded it at start."""
+
+    topic: str
+    name: str
+    progress: Progress
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +188,7 @@ class MemoryLogs:
 
     def __init__(self) -> None:
         self._logs: dict[str, _MemoryLog] = {}
+        self._consumers: dict[tuple[str, str], Progress] = {}
 
     def apply(self, ops: Sequence[StorageOp]) -> None:
         for op in ops:
@@ -196,8 +225,17 @@ class MemoryLogs:
                 log.complete_from = max(log.complete_from, op.complete_from)
         elif isinstance(op, DropLog):
             logs.pop(op.topic, None)
+        elif isinstance(op, SaveConsumer):
+            self._consumers[(op.topic, op.name)] = op.progress
+        elif isinstance(op, DeleteConsumer):
+            self._consumers.pop((op.topic, op.name), None)
         else:
             raise TypeError(f"not a topic-log operation: {type(op).__name__}")
+
+    def consumers(self) -> list[RestoredConsumer]:
+        """The durable consumers kept (their logs are :meth:`load`'s)."""
+        return [RestoredConsumer(topic, name, progress)
+                for (topic, name), progress in sorted(self._consumers.items())]
 
     def load(self, loaded_at: float | None = None) -> list[RestoredLog]:
         """The logs, as of ``loaded_at`` (:attr:`RestoredLog.loaded_at`)."""
@@ -271,6 +309,6 @@ class Durability:
         return found
 
 
-__all__ = ["REFUSE_SECONDS", "AppendEvents", "DropLog", "Durability", "MemoryLogs",
-           "MoveEvents", "NoteCounter", "ReplicaCopy", "RestoredLog", "RootCopy", "SyncWaiter",
-           "TrimLog", "salvage"]
+__all__ = ["REFUSE_SECONDS", "AppendEvents", "DeleteConsumer", "DropLog", "Durability",
+           "MemoryLogs", "MoveEvents", "NoteCounter", "ReplicaCopy", "RestoredConsumer",
+           "RestoredLog", "RootCopy", "SaveConsumer", "SyncWaiter", "TrimLog", "salvage"]

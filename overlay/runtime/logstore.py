@@ -2,7 +2,8 @@
 
 :class:`LogStore` is the file: one row per retained event (topic, seq, msg_id, the
 event's CBOR and a CRC-32 of it), one per topic (the counter and where its log is
-complete from), one for the node that wrote the file. It is used from one thread at a
+complete from), one per durable consumer (its progress as CBOR, with a CRC-32), one for
+the node that wrote the file. It is used from one thread at a
 time (the worker's), never from the event loop.
 
 :class:`StorageWorker` is the daemon's side of :mod:`overlay.core.storage`: the driver
@@ -41,12 +42,16 @@ import cbor2
 import trio
 
 from overlay.core.storage import StorageOp, SyncPolicy
+from scribe.consumers import Progress
 from scribe.durability import (
     AppendEvents,
+    DeleteConsumer,
     DropLog,
     MoveEvents,
     NoteCounter,
+    RestoredConsumer,
     RestoredLog,
+    SaveConsumer,
     TrimLog,
     salvage,
 )
@@ -73,6 +78,13 @@ CREATE TABLE IF NOT EXISTS events (
     crc INTEGER NOT NULL,
     PRIMARY KEY (topic, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS consumers (
+    topic TEXT NOT NULL,
+    name TEXT NOT NULL,
+    body BLOB NOT NULL,
+    crc INTEGER NOT NULL,
+    PRIMARY KEY (topic, name)
+) WITHOUT ROWID;
 """
 
 
@@ -91,6 +103,8 @@ class LoadReport:
     """What :meth:`LogStore.load` found: the logs, and what it refused to serve."""
 
     logs: list[RestoredLog] = field(default_factory=list)
+    #: The durable consumers kept.
+    consumers: list[RestoredConsumer] = field(default_factory=list)
     #: (topic, what was wrong): data dropped, to be recovered from replicas (topic None:
     #: the whole file).
     dropped: list[tuple[str | None, str]] = field(default_factory=list)
@@ -212,6 +226,13 @@ class LogStore:
         elif isinstance(op, DropLog):
             db.execute("DELETE FROM events WHERE topic = ?", (op.topic,))
             db.execute("DELETE FROM topics WHERE topic = ?", (op.topic,))
+        elif isinstance(op, SaveConsumer):
+            data = cbor2.dumps(op.progress.to_wire())
+            db.execute("INSERT OR REPLACE INTO consumers VALUES (?, ?, ?, ?)",
+                       (op.topic, op.name, data, zlib.crc32(data)))
+        elif isinstance(op, DeleteConsumer):
+            db.execute("DELETE FROM consumers WHERE topic = ? AND name = ?",
+                       (op.topic, op.name))
         else:
             raise TypeError(f"not a topic-log operation: {type(op).__name__}")
 
@@ -246,10 +267,32 @@ class LogStore:
                 report.logs.append(restored)
                 if problem is not None:
                     report.dropped.append((topic, problem))
+            self._load_consumers(report)
         except sqlite3.DatabaseError as exc:
             raise StorageError(f"{self.path}: damaged ({exc})") from None
         report.ms = (time.perf_counter() - started) * 1000
         return report
+
+    def _load_consumers(self, report: LoadReport) -> None:
+        """Every durable consumer's progress, checked like the events: a damaged row is
+        dropped (the topic's replicas hold the consumer too) and reported."""
+        rows = self._db.execute("SELECT topic, name, body, crc FROM consumers "
+                                "ORDER BY topic, name").fetchall()
+        for topic, name, data, crc in rows:
+            problem = None
+            if not isinstance(data, bytes) or zlib.crc32(data) != crc:
+                problem = f"consumer {name}: checksum mismatch"
+            else:
+                try:
+                    progress = Progress.from_wire(cbor2.loads(data))
+                except Exception as exc:  # any decoding or checking failure is damage
+                    problem = f"consumer {name}: undecodable ({type(exc).__name__})"
+            if problem is not None:
+                report.dropped.append((topic, problem))
+                self._db.execute("DELETE FROM consumers WHERE topic = ? AND name = ?",
+                                 (topic, name))
+                continue
+            report.consumers.append(RestoredConsumer(topic, name, progress))
 
     def _load_topic(self, topic: str, counter: int, complete_from: int, loaded_at: float
                     ) -> tuple[RestoredLog, str | None]:

@@ -234,3 +234,14 @@ def test_progress_that_contradicts_itself_is_refused() -> None:
         Progress(ConsumerConfig(), 5, (), (), 4)
     with pytest.raises(ConsumerError, match="done"):
         Progress(ConsumerConfig(), 1, (1,), (), 4)
+
+
+def test_progress_goes_to_the_wire_and_back_and_garbage_is_refused() -> None:
+    progress = Progress(ConsumerConfig(ack=True, ack_wait=2.5, dead_letter="dl"), 3, (5, 7),
+                        ((4, 2), (6, 1)), 9)
+    assert Progress.from_wire(progress.to_wire()) == progress
+    wire = progress.to_wire()
+    for bad in ([*wire[:9]], [*wire[:6], "3", *wire[7:]], [*wire[:7], [5, "7"], *wire[8:]],
+                [*wire[:8], [[4]], wire[9]], [*wire[:2], 0, *wire[3:]], "progress"):
+        with pytest.raises(ConsumerError):
+            Progress.from_wire(bad)

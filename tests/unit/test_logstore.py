@@ -15,13 +15,17 @@ import trio
 from overlay.core.storage import StorageOp, SyncPolicy
 from overlay.runtime.config import ConfigError, build_config
 from overlay.runtime.logstore import LOG_FILE, LogStore, StorageError, StorageWorker
+from scribe.consumers import ConsumerConfig, Progress
 from scribe.durability import (
     AppendEvents,
+    DeleteConsumer,
     DropLog,
     MemoryLogs,
     MoveEvents,
     NoteCounter,
+    RestoredConsumer,
     RestoredLog,
+    SaveConsumer,
     TrimLog,
 )
 from scribe.messages import EventBody
@@ -193,3 +197,47 @@ def test_storage_config(tmp_path: Path) -> None:
         path.write_text(f"[storage]\n{bad}\n")
         with pytest.raises(ConfigError, match=message):
             build_config(path, {}, {})
+
+
+CONSUMER_OPS: list[StorageOp] = [
+    SaveConsumer("t", "workers", Progress(ConsumerConfig(ack=True), 3, (5,), ((4, 2),), 6)),
+    SaveConsumer("t", "audit", Progress(ConsumerConfig(), 0, (), (), 0)),
+    SaveConsumer("t", "workers", Progress(ConsumerConfig(ack=True), 5, (), ((6, 1),), 7)),
+    SaveConsumer("u", "gone", Progress(ConsumerConfig(pull=True), 1, (), (), 1)),
+    DeleteConsumer("u", "gone"),
+]
+CONSUMERS_KEPT = [
+    RestoredConsumer("t", "audit", Progress(ConsumerConfig(), 0, (), (), 0)),
+    RestoredConsumer("t", "workers", Progress(ConsumerConfig(ack=True), 5, (), ((6, 1),), 7)),
+]
+
+
+def test_both_stores_keep_the_last_progress_of_each_consumer(tmp_path: Path) -> None:
+    memory = MemoryLogs()
+    memory.apply(CONSUMER_OPS)
+    assert memory.consumers() == CONSUMERS_KEPT
+    store = LogStore(tmp_path / LOG_FILE, NODE, SyncPolicy())
+    store.apply(CONSUMER_OPS)
+    store.close()
+    reopened = LogStore(tmp_path / LOG_FILE, NODE, SyncPolicy())
+    report = reopened.load()
+    reopened.close()
+    assert report.consumers == CONSUMERS_KEPT and report.dropped == []
+
+
+def test_a_damaged_consumer_row_is_dropped_and_reported_not_served(tmp_path: Path) -> None:
+    store = LogStore(tmp_path / LOG_FILE, NODE, SyncPolicy())
+    store.apply(CONSUMER_OPS)
+    store.close()
+    db = sqlite3.connect(tmp_path / LOG_FILE)
+    (data,) = db.execute("SELECT body FROM consumers WHERE name = 'audit'").fetchone()
+    flipped = bytes([data[0] ^ 0x01]) + data[1:]  # one bit of the stored progress
+    db.execute("UPDATE consumers SET body = ? WHERE name = 'audit'", (flipped,))
+    db.commit()
+    db.close()
+    reopened = LogStore(tmp_path / LOG_FILE, NODE, SyncPolicy())
+    report = reopened.load()
+    assert report.consumers == CONSUMERS_KEPT[1:]
+    assert report.dropped == [("t", "consumer audit: checksum mismatch")]
+    assert reopened.load().dropped == []  # dropped from the file too
+    reopened.close()
