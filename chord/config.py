@@ -31,7 +31,8 @@ class ChordConfig:
     #: Pause before a join that failed is tried again (through the next seed).
     join_retry: float = 2.0
     #: Failed join attempts (at least one through each seed) after which a node whose id
-    #: is the lowest of its seeds' and its own creates the ring (0: it never does). Nodes
+    #: is the lowest of its seeds' and its own creates the ring, when no seed answered as
+    #: a member and one at least said it is in none (0: it never does). Nodes
     #: started together, each seeded with the others (a whole-overlay restart from one
     #: configuration), would otherwise wait for each other for ever: a node joins only
     #: through a member. The others then join it; merge probes zip any second ring in.

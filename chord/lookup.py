@@ -54,6 +54,10 @@ class Lookups:
     def __init__(self, node: ChordNode) -> None:
         self.node = node
         self.active: list[Lookup] = []
+        #: Seed address -> what it last said to one of our lookups: "member" (it answered
+        #: from a ring), "not_in_ring", or "unreachable" (no answer). Joining reads it
+        #: (a node creates a ring only when no seed is a member: Maintenance).
+        self.seed_answers: dict[str, str] = {}
 
     # -- the asking side -----------------------------------------------------------------
 
@@ -101,13 +105,22 @@ class Lookups:
         self.node.calls.call(
             now, target.addr, lambda rid: FindSuccessor(rid, lookup.key, avoid, owner_check),
             Found, lambda t, answer: self._answered(t, lookup, target, owner_check, answer),
-            lambda t: self._failed(t, lookup, target))
+            lambda t: self._unanswered(t, lookup, target))
+
+    def _note(self, addr: str, answer: str) -> None:
+        if addr in self.node.seeds:
+            self.seed_answers[addr] = answer
+
+    def _unanswered(self, now: float, lookup: Lookup, asked: NodeRef) -> None:
+        self._note(asked.addr, "unreachable")
+        self._failed(now, lookup, asked)
 
     def _answered(self, now: float, lookup: Lookup, asked: NodeRef, owner_check: bool,
                   answer: Found) -> None:
         if lookup.done:
             return
         nxt = answer.node
+        self._note(asked.addr, "not_in_ring" if nxt is None else "member")
         if nxt is None:  # the node asked is not in a ring (yet, or any more)
             self._failed(now, lookup, asked)
         elif answer.done and nxt.id == asked.id:

@@ -124,12 +124,20 @@ class Maintenance:
         self._fix_finger(now)
 
     def _may_bootstrap(self) -> bool:
-        """After ``bootstrap_rounds`` failed attempts, at least one through each seed:
-        whether this node's id is the lowest of its own and its seeds' (the one node of
-        the set that creates the ring, so that they do not each create one)."""
+        """After ``bootstrap_rounds`` failed attempts, at least one through each seed,
+        when no seed answered as a member of a ring and one at least answered that it is
+        in none (the others unreachable): whether this node's id is the lowest of its own
+        and its seeds' (the one node of the set that creates the ring, so that they do
+        not each create one). A seed in a ring never lets it: a join that fails past it
+        (a lossy network, a ring in repair) is tried again, not replaced by a ring of
+        one that would own every key."""
         node = self.node
         rounds = node.config.bootstrap_rounds
-        return rounds > 0 and self._join_attempts >= max(rounds, len(node.seeds)) and \
+        if rounds == 0 or self._join_attempts < max(rounds, len(node.seeds)):
+            return False
+        answers = [node.lookups.seed_answers.get(seed) for seed in node.seeds]
+        return None not in answers and "member" not in answers and \
+            "not_in_ring" in answers and \
             node.local.id < min(node_id(seed, node.bits) for seed in node.seeds)
 
     # -- stabilize and notify ----------------------------------------------------------------

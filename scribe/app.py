@@ -157,9 +157,9 @@ class ScribeApp:
         self._schedule_expiry(sub)
         self.membership.local_change(now, topic)
         if replay:
-            self.replays.start(now, sub, replay_last, replay_since)
+            self.replays.hold(now, sub, replay_last, replay_since)
         self._settling.setdefault(topic, set()).add(sub_id)
-        self._announce_in_effect()
+        self._announce_in_effect(now)
 
     def unsubscribe(self, now: float, sub_id: int, reason: str = "client") -> None:
         """End a local subscription. Raises ``UnknownSubscriptionError``."""
@@ -192,11 +192,12 @@ class ScribeApp:
         for bad input."""
         msg_id = self.publishing.publish(now, topic, attrs, payload, msg_id, ts, reliable)
         if self._settling:  # as after a delivery: this node may have become the root
-            self._announce_in_effect()
+            self._announce_in_effect(now)
         return msg_id
 
-    def _announce_in_effect(self) -> None:
-        """A ``subscribed`` notice for each new subscription that is in effect now."""
+    def _announce_in_effect(self, now: float) -> None:
+        """A ``subscribed`` notice for each new subscription that is in effect now; one
+        that asked for a replay asks the root for it now (scribe.replay)."""
         s = self.state
         for topic in list(self._settling):
             tree = s.trees.get(topic)
@@ -205,6 +206,7 @@ class ScribeApp:
             for sub_id in sorted(self._settling.pop(topic)):
                 s.trace("subscribed", topic=topic, sub=sub_id)
                 s.host.notice("subscribed", topic=topic, sub=sub_id)
+                self.replays.in_effect(now, sub_id)
 
     def status(self) -> dict[str, Any]:
         """Topics this node is in, with role, parent, depth and children (API ``status``)."""
@@ -250,7 +252,7 @@ class ScribeApp:
             return
         self._deliver(now, key, msg)
         if self._settling:
-            self._announce_in_effect()
+            self._announce_in_effect(now)
 
     def _deliver(self, now: float, key: int, msg: Message) -> None:
         if isinstance(msg, Join):
@@ -269,7 +271,7 @@ class ScribeApp:
         if handler is not None:
             handler(now, msg)
             if self._settling:
-                self._announce_in_effect()
+                self._announce_in_effect(now)
 
     def on_unreachable(self, now: float, dest: str, msg: Message) -> None:
         self.repair.on_unreachable(now, dest, msg)
@@ -284,7 +286,7 @@ class ScribeApp:
         if self.misrouted:
             self._retry_misrouted(now)
         if self._settling:
-            self._announce_in_effect()
+            self._announce_in_effect(now)
 
     def _retry_misrouted(self, now: float) -> None:
         """Handle parked messages whose key this node owns now; route the others that
@@ -307,7 +309,7 @@ class ScribeApp:
                     self.state.wake(now)
                 self.replays.tick(now)
                 if self._settling:
-                    self._announce_in_effect()
+                    self._announce_in_effect(now)
                 if self.replays:
                     self.state.wake(now)
             elif isinstance(name, tuple) and name[0] == "expire":

@@ -71,6 +71,18 @@ class ConsumerConfig:
                                              or not self.dead_letter):
             raise ConsumerError("dead_letter is a topic name")
 
+    def to_wire(self) -> list[object]:
+        return [self.ack, self.ack_wait, self.max_deliver, self.dead_letter,
+                self.max_inflight, self.pull]
+
+    @classmethod
+    def from_wire(cls, data: object) -> ConsumerConfig:
+        """Back from :meth:`to_wire`; ConsumerError when ``data`` is not one."""
+        if not isinstance(data, list) or len(data) != 6:
+            raise ConsumerError("a consumer's settings are a list of 6 fields")
+        ack, ack_wait, max_deliver, dead_letter, max_inflight, pull = data
+        return cls(ack, ack_wait, max_deliver, dead_letter, max_inflight, pull)
+
 
 @dataclass(frozen=True)
 class Member:
@@ -147,19 +159,16 @@ class Progress:
 
     def to_wire(self) -> list[object]:
         """As a CBOR-ready list (the store's row, a replica's copy)."""
-        c = self.config
-        return [c.ack, c.ack_wait, c.max_deliver, c.dead_letter, c.max_inflight, c.pull,
-                self.ack_floor, list(self.done), [list(a) for a in self.attempts],
-                self.offered]
+        return [*self.config.to_wire(), self.ack_floor, list(self.done),
+                [list(a) for a in self.attempts], self.offered]
 
     @classmethod
     def from_wire(cls, data: object) -> Progress:
         """Back from :meth:`to_wire`; ConsumerError when ``data`` is not one."""
         if not isinstance(data, list) or len(data) != 10:
             raise ConsumerError("a consumer's progress is a list of 10 fields")
-        ack, ack_wait, max_deliver, dead_letter, max_inflight, pull, floor, done, tries, \
-            offered = data
-        config = ConsumerConfig(ack, ack_wait, max_deliver, dead_letter, max_inflight, pull)
+        config = ConsumerConfig.from_wire(data[:6])
+        floor, done, tries, offered = data[6:]
         for name, value in (("ack_floor", floor), ("offered", offered)):
             if type(value) is not int:
                 raise ConsumerError(f"{name} is an int")

@@ -1,12 +1,16 @@
 """Replay: a new subscription first gets what the topic's root still retains.
 
-``subscribe(..., replay_last=N)`` or ``replay_since=S`` (API.md ``replay``) sends a
-:class:`ReplayRequest` toward the topic's key. The root answers with the matching
-retained events (:class:`ReplayFill`); the subscription gets them in seq order, then the
-live events that came meanwhile (held back until then), none twice (each subscription
+``subscribe(..., replay_last=N)`` or ``replay_since=S`` (API.md ``replay``) holds the
+subscription's live events back and, once the subscription is in effect (the tree
+carries its filter from the root down: every event numbered from then on reaches it),
+sends a :class:`ReplayRequest` toward the topic's key. Asked any sooner, the root's
+answer could end before the first live event the subscription gets, and the events
+between would reach it neither way. The root answers with the matching retained events
+up to what it has sent down the tree (:class:`ReplayFill`); the subscription gets them
+in seq order, then the live events that came meanwhile, none twice (each subscription
 remembers the last seq it was given). A request without an answer is sent again every
-two heartbeat intervals, and given up after ``publish_give_up`` (the live events then
-flow on).
+two heartbeat intervals, and given up ``publish_give_up`` after the subscribe (the live
+events then flow on), also when the subscription never came into effect.
 """
 
 from __future__ import annotations
@@ -40,21 +44,40 @@ class Replays:
         self.root_log = root_log
         self.released = released
         self.pending: dict[int, PendingReplay] = {}
+        #: Subscriptions waiting to be in effect before they ask: sub -> its request, and
+        #: since when.
+        self.held: dict[int, tuple[ReplayRequest, float]] = {}
 
     def __bool__(self) -> bool:
-        return bool(self.pending)
+        return bool(self.pending or self.held)
 
-    def start(self, now: float, sub: Subscription, last: int | None,
-              since_seq: int | None) -> None:
-        s = self.s
-        request = ReplayRequest(sub.topic, s.me, sub.sub_id, sub.filter_text, last, since_seq)
+    def hold(self, now: float, sub: Subscription, last: int | None,
+             since_seq: int | None) -> None:
+        """``sub`` wants a replay: hold its live events back until it has had it."""
         sub.replay_queue = []
-        self.pending[sub.sub_id] = PendingReplay(request, now, now)
-        s.host.route(now, s.mid(sub.topic), request)
-        s.wake(now)
+        self.held[sub.sub_id] = (ReplayRequest(sub.topic, self.s.me, sub.sub_id,
+                                               sub.filter_text, last, since_seq), now)
+        self.s.wake(now)
+
+    def in_effect(self, now: float, sub_id: int) -> None:
+        """Subscription ``sub_id`` is in effect: ask the root for its replay, if it wants
+        one."""
+        held = self.held.pop(sub_id, None)
+        if held is None or sub_id not in self.s.subs:
+            return
+        request, since = held
+        self.pending[sub_id] = PendingReplay(request, since, now)
+        self.s.host.route(now, self.s.mid(request.topic), request)
+        self.s.wake(now)
 
     def tick(self, now: float) -> None:
         s = self.s
+        for sub_id, (_, since) in list(self.held.items()):
+            if sub_id not in s.subs:
+                del self.held[sub_id]
+            elif now - since >= s.config.publish_give_up:  # never in effect: live flows
+                del self.held[sub_id]
+                self._release(s.subs.get(sub_id), ())
         for sub_id, pending in list(self.pending.items()):
             if sub_id not in s.subs:
                 del self.pending[sub_id]
@@ -104,6 +127,10 @@ class Replays:
 
     def _finish(self, sub: Subscription, events: tuple[EventBody, ...]) -> None:
         del self.pending[sub.sub_id]
+        self._release(sub, events)
+
+    def _release(self, sub: Subscription, events: tuple[EventBody, ...]) -> None:
+        """Deliver the replayed ``events``, then the live ones held meanwhile."""
         tree = self.s.trees.get(sub.topic)
         hop = tree.depth if tree is not None and tree.depth is not None else 0
         queued = sub.replay_queue or []

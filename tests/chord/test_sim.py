@@ -157,3 +157,31 @@ def test_without_bootstrap_rounds_nodes_seeded_with_each_other_wait_for_a_member
         world.join(node, *[n for n in nodes if n is not node])
     sim.run(until=120.0)
     assert not any(n.joined for n in nodes)
+
+
+def test_a_node_whose_seed_is_in_a_ring_never_creates_one_of_its_own() -> None:
+    """The join fails past the seed (the joiner reaches only its seed); with the lowest
+    id it still does not create a ring: one of one would own every key meanwhile."""
+    world = joined_world(8, seed=5)
+    run_until_correct(world, deadline=100.0)
+    sim = world.sim
+    lowest = min(world.live(), key=lambda n: n.local.id)
+    while True:  # a newcomer below every member: it would be the one to bootstrap
+        newcomer = world.spawn()
+        if newcomer.local.id < lowest.local.id:
+            break
+        sim.crash(newcomer.address)
+    seed = world.live()[3]
+    others = [n.address for n in world.live() if n is not seed]
+    sim.partition([[newcomer.address, seed.address], others])
+    world.join(newcomer, seed)
+    sim.run(until=sim.now + 60.0)
+    assert newcomer.maintenance.bootstrapped is False
+    assert newcomer.lookups.seed_answers == {seed.address: "member"}
+    # Cut off from its seed too, it still waits: an unreachable seed may be a ring.
+    while (loner := world.spawn()).local.id > seed.local.id:  # the lower id of the two
+        sim.crash(loner.address)
+    sim.partition([[loner.address], [n.address for n in world.live()]])
+    world.join(loner, seed)
+    sim.run(until=sim.now + 60.0)
+    assert not loner.joined and loner.lookups.seed_answers == {seed.address: "unreachable"}

@@ -3,6 +3,8 @@ subscription gets those first, then the live events held meanwhile, none twice."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from scribe import ScribeConfig
@@ -28,13 +30,17 @@ def test_the_root_answers_with_the_last_n_matching_or_those_since_a_seq() -> Non
 def test_a_replaying_subscription_gets_the_replay_first_then_held_live_events() -> None:
     app, host = make(101, config=CONFIG)
     app.subscribe(0.0, TOPIC, "x > 5", 7, replay_last=3)
-    [(key, request)] = [(k, m) for k, m in host.routed if isinstance(m, ReplayRequest)]
-    assert key == MID and (request.sub, request.last, request.filter) == (7, 3, "x > 5")
     app.on_direct(0.1, "n200", JoinAck(TOPIC, ref(200), (300, 200), 5))
     app.on_direct(0.2, "n300", Fill(TOPIC, ref(300), 5, 5, (), routed=True))
     app.on_direct(0.2, "n200", Fill(TOPIC, ref(200), 5, 5, ()))
-    app.on_direct(0.3, "n200", ev(6, prev=5))  # live, while the replay is awaited
-    assert delivered_seqs(host) == []
+    # Not asked before the subscription is in effect: the root's answer could end before
+    # the first live event that reaches it, and what lies between would be lost.
+    assert not [m for _, m in host.routed if isinstance(m, ReplayRequest)]
+    # A live event whose sender says the path to the root holds this node's digest.
+    app.on_direct(0.3, "n200", replace(ev(6, prev=5), settled=True, digest_version=99))
+    [(key, request)] = [(k, m) for k, m in host.routed if isinstance(m, ReplayRequest)]
+    assert key == MID and (request.sub, request.last, request.filter) == (7, 3, "x > 5")
+    assert delivered_seqs(host) == []  # held while the replay is awaited
     old = tuple(ev(seq, None).body for seq in (2, 4, 6))
     app.on_direct(0.4, "n300", ReplayFill(TOPIC, 7, ref(300), 6, old))
     assert delivered_seqs(host) == [2, 4, 6]  # 6 came both ways: once
@@ -54,7 +60,7 @@ def test_an_unanswered_replay_is_asked_again_then_given_up() -> None:
     app.on_direct(0.1, "n200", JoinAck(TOPIC, ref(200), (300, 200), 5))
     app.on_direct(0.2, "n300", Fill(TOPIC, ref(300), 5, 5, (), routed=True))
     app.on_direct(0.2, "n200", Fill(TOPIC, ref(200), 5, 5, ()))
-    app.on_direct(0.3, "n200", ev(6, prev=5))
+    app.on_direct(0.3, "n200", replace(ev(6, prev=5), settled=True, digest_version=99))
     for now in range(1, 7):
         app.on_timer(float(now))
     asked = [m for _, m in host.routed if isinstance(m, ReplayRequest)]
@@ -70,3 +76,19 @@ def test_replay_is_refused_for_a_group_or_with_both_forms() -> None:
         app.subscribe(0.0, TOPIC, "", 2, replay_last=2, replay_since=3)
     with pytest.raises(ValueError):
         ReplayRequest(TOPIC, ref(1), 1, "", None, None)
+
+
+def test_a_subscription_never_in_effect_gets_its_live_events_after_the_give_up() -> None:
+    app, host = make(101, config=ScribeConfig(heartbeat_interval=1.0, parent_timeout=3.5,
+                                              publish_give_up=6.0))
+    app.subscribe(0.0, TOPIC, "", 7, replay_since=1)
+    app.on_direct(0.1, "n200", JoinAck(TOPIC, ref(200), (300, 200), 5))
+    app.on_direct(0.2, "n300", Fill(TOPIC, ref(300), 5, 5, (), routed=True))
+    app.on_direct(0.2, "n200", Fill(TOPIC, ref(200), 5, 5, ()))
+    app.on_direct(0.3, "n200", ev(6, prev=5))  # the path never says it is settled
+    for now in range(1, 6):
+        app.on_timer(float(now))
+    assert delivered_seqs(host) == []
+    app.on_timer(6.0)
+    assert delivered_seqs(host) == [6]
+    assert not [m for _, m in host.routed if isinstance(m, ReplayRequest)]
