@@ -7,8 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from scribe import ScribeConfig
+from scribe import ScribeApp, ScribeConfig
 from scribe.messages import Fill, JoinAck, ReplayFill, ReplayRequest
+from tests.scribe.fakekbr import RecordingHost
 from tests.scribe.helpers import MID, TOPIC, make, ref
 from tests.scribe.test_ordering import delivered_seqs, ev
 
@@ -53,13 +54,19 @@ def test_a_replaying_subscription_gets_the_replay_first_then_held_live_events() 
     assert records == [(2, True), (4, True), (6, True), (7, False)]
 
 
-def test_an_unanswered_replay_is_asked_again_then_given_up() -> None:
+def replaying_member() -> tuple[ScribeApp, RecordingHost]:
+    """Node 101 subscribed with a replay, joined under 200 at position 5, caught up."""
     app, host = make(101, config=ScribeConfig(heartbeat_interval=1.0, parent_timeout=3.5,
                                               publish_give_up=6.0))
     app.subscribe(0.0, TOPIC, "", 7, replay_since=1)
     app.on_direct(0.1, "n200", JoinAck(TOPIC, ref(200), (300, 200), 5))
     app.on_direct(0.2, "n300", Fill(TOPIC, ref(300), 5, 5, (), routed=True))
     app.on_direct(0.2, "n200", Fill(TOPIC, ref(200), 5, 5, ()))
+    return app, host
+
+
+def test_an_unanswered_replay_is_asked_again_then_given_up() -> None:
+    app, host = replaying_member()
     app.on_direct(0.3, "n200", replace(ev(6, prev=5), settled=True, digest_version=99))
     for now in range(1, 7):
         app.on_timer(float(now))
@@ -79,12 +86,7 @@ def test_replay_is_refused_for_a_group_or_with_both_forms() -> None:
 
 
 def test_a_subscription_never_in_effect_gets_its_live_events_after_the_give_up() -> None:
-    app, host = make(101, config=ScribeConfig(heartbeat_interval=1.0, parent_timeout=3.5,
-                                              publish_give_up=6.0))
-    app.subscribe(0.0, TOPIC, "", 7, replay_since=1)
-    app.on_direct(0.1, "n200", JoinAck(TOPIC, ref(200), (300, 200), 5))
-    app.on_direct(0.2, "n300", Fill(TOPIC, ref(300), 5, 5, (), routed=True))
-    app.on_direct(0.2, "n200", Fill(TOPIC, ref(200), 5, 5, ()))
+    app, host = replaying_member()
     app.on_direct(0.3, "n200", ev(6, prev=5))  # the path never says it is settled
     for now in range(1, 6):
         app.on_timer(float(now))
