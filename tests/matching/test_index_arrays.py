@@ -118,6 +118,48 @@ def test_many_intervals_through_merges_and_tombstones(make: Callable[[], Index])
     assert (index._bulk is None or index._bulk.arrays.is_clear()) and not len(index)
 
 
+@pytest.mark.parametrize("make", INDEX_KINDS)
+def test_pairs_of_equalities_through_churn(make: Callable[[], Index]) -> None:
+    """Conjunctions of two or three equalities (filed under pairs of values, IN lists
+    giving several pairs each) on one set of values, then on another, then both mixed:
+    the codes of the values no pair names any more are freed and reused for the new
+    ones. Every round, the index agrees with evaluating every filter, and nothing is
+    left once all are removed."""
+    rng = random.Random(9)
+    names = ["s0", "s1", "s2", "s3"]
+
+    def conjunction(values: range) -> str:
+        def equality(attr: str) -> str:
+            if rng.random() < 0.2:
+                return f"{attr} IN ('v{rng.choice(values)}', 'v{rng.choice(values)}')"
+            return f"{attr} = 'v{rng.choice(values)}'" if rng.random() < 0.9 \
+                else f"{attr} = 1"
+        return " AND ".join(equality(a) for a in rng.sample(names, rng.choice([2, 2, 3])))
+
+    first = {key: parse(conjunction(range(6))) for key in range(200)}
+    second = {key: parse(conjunction(range(6, 12))) for key in range(200, 400)}
+    evs = [{a: f"v{rng.randrange(12)}" for a in rng.sample(names, rng.randrange(2, 5))}
+           for _ in range(200)] + [{"s0": 1, "s1": 1.0, "s2": "v0"}]
+    index, live = make(), {}
+    matched = 0
+    for add, remove in [(first, {}), (second, first), (first, second),
+                        (second, dict(list(first.items())[::2]))]:
+        for key in remove:
+            index.remove(key)
+            del live[key]
+        for key, filter in add.items():
+            live[key] = filter
+            index.add(key, filter)
+        expected = [_expected(live, attrs) for attrs in evs]
+        assert [index.match(attrs) for attrs in evs] == expected
+        assert [set(m) for m in index.match_many(evs)] == expected
+        matched += sum(map(len, expected))
+    assert matched > 200  # the pairs did match
+    for key in list(live):
+        index.remove(key)
+    assert (index._bulk is None or index._bulk.arrays.is_clear()) and not len(index)
+
+
 @pytest.mark.parametrize(
     ("text", "hits", "misses"),
     [
