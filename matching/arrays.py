@@ -26,6 +26,7 @@ confirmed one by one with their own test, so the answer stays exact.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Literal
@@ -470,8 +471,10 @@ def _per_event(slots: np.ndarray, owners: np.ndarray, count: int) -> list[np.nda
     """Split the matched slots by event."""
     # Event numbers fit 16 bits in any sensible batch: numpy then sorts by radix, O(n).
     order = np.argsort(owners.astype(np.int16) if count < 2**15 else owners, kind="stable")
-    bounds = np.searchsorted(owners[order], np.arange(1, count))
-    return np.split(slots[order], bounds)
+    bounds = np.searchsorted(owners[order], np.arange(count + 1)).tolist()
+    ordered = slots[order]
+    # Slices (views): np.split makes them through several Python calls each.
+    return [ordered[start:end] for start, end in itertools.pairwise(bounds)]
 
 
 def _spread(events: list[int], parts: list[np.ndarray]) -> np.ndarray:
