@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matching import Index, parse
+from matching.arrays import ArrayIndex
 from matching.segments import RECENT_MAX
 from tests.matching.strategies import INDEX_KINDS, check_among, churn_and_compare
 
@@ -227,7 +228,7 @@ def test_a_bulk_index_is_kept_from_the_bound_and_dropped_below_half_of_it() -> N
     texts = [f"s0 = 'v{rng.randrange(3)}' AND n0 BETWEEN {i} AND {i + 30}" for i in range(40)]
     texts += ["s0 LIKE 'v%'", "s1 IS NULL"]  # never array-shaped: the bulk clusters take them
     evs = [{"s0": f"v{rng.randrange(3)}", "n0": rng.uniform(0, 70)} for _ in range(20)]
-    index, live = Index(arrays_from=10, bulk_matches=0), {}
+    index, live = Index(arrays_from=10, bulk_matches=0, batch_matches=0), {}
     for key, text in enumerate(texts):
         live[key] = parse(text)
         index.add(key, live[key])
@@ -243,3 +244,30 @@ def test_a_bulk_index_is_kept_from_the_bound_and_dropped_below_half_of_it() -> N
         if len(index) < 5:
             assert index._bulk is None
     assert index.matches_everything and not len(index)
+
+
+def test_batches_go_the_bulk_way_once_events_match_many_filters(monkeypatch) -> None:
+    """While recent events matched few filters a batch is matched by the clusters (the
+    cheaper way then), and by the bulk index once they match many; the answers are
+    the same either way."""
+    bulk_batches: list[int] = []
+    match_many = ArrayIndex.match_many
+
+    def counted(arrays, events):
+        bulk_batches.append(len(events))
+        return match_many(arrays, events)
+
+    monkeypatch.setattr(ArrayIndex, "match_many", counted)
+    index, live = Index(arrays_from=0, batch_matches=3), {}
+    for key in range(8):
+        live[key] = parse(f"s0 = 'a' AND n0 > {key}")
+        index.add(key, live[key])
+    few, many = [{"s0": "b", "n0": 9}] * 4, [{"s0": "a", "n0": 9}] * 4
+    for _ in range(3):
+        assert [set(m) for m in index.match_many(few)] == [set()] * 4
+    assert bulk_batches == []
+    found = []
+    for _ in range(16):  # the running mean (weight 1/16) passes 3 at the 8th
+        found += [set(m) for m in index.match_many(many)]
+    assert found == [_expected(live, many[0])] * 64 and found[0] == set(range(8))
+    assert bulk_batches == [4] * 8  # the clusters first, then the bulk
