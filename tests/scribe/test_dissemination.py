@@ -206,7 +206,7 @@ def test_plain_subscriptions_that_all_match_everything_are_found_without_matchin
     assert [s.sub_id for s in subs.matching_plain({})] == [1, 4]
 
 
-def test_events_matched_ahead_are_answered_as_one_by_one_until_a_change(monkeypatch) -> None:
+def test_events_matched_ahead_are_answered_as_one_by_one_until_a_change(calls) -> None:
     def sub(sub_id: int, text: str) -> Subscription:
         return Subscription(sub_id, TOPIC, text, parse(text), None, None)
 
@@ -216,14 +216,7 @@ def test_events_matched_ahead_are_answered_as_one_by_one_until_a_change(monkeypa
     events = [{"x": 9}, {"x": 1, "y": "a"}, {"x": 4}, {"y": "b"}]
     alone = [[s.sub_id for s in subs.matching_plain(e)] for e in events]
     assert alone == [[0], [1, 2], [3], []]
-    alone_calls: list[object] = []
-    match = Index.match
-
-    def counted(index, attrs):
-        alone_calls.append(attrs)
-        return match(index, attrs)
-
-    monkeypatch.setattr(Index, "match", counted)
+    alone_calls = calls(Index, "match")
     with subs.ahead(events):
         assert [[s.sub_id for s in subs.matching_plain(e)] for e in events] == alone
         assert alone_calls == []  # answered from the batch
