@@ -2,7 +2,8 @@
 filters, and summaries of many filters for tree edges. Imports nothing of ours.
 
 - :func:`parse` turns text into a :class:`Filter` (``matches``, canonical ``str``);
-- :class:`Index` finds the filters an event matches without evaluating each;
+- :class:`Index` finds the filters an event matches without evaluating each (many
+  events at once: :class:`Matches`);
 - :class:`Summary` stands for a set of filters in bounded space and never says no
   when one of them would say yes.
 """
@@ -16,7 +17,7 @@ from matching.errors import (
     InListTooLongError,
     SummaryDecodeError,
 )
-from matching.index import Index
+from matching.index import Index, Matches
 from matching.parser import Filter, parse
 from matching.summary import Precision, Summary
 
@@ -28,6 +29,7 @@ __all__ = [
     "FilterTooLongError",
     "InListTooLongError",
     "Index",
+    "Matches",
     "Precision",
     "Summary",
     "SummaryDecodeError",

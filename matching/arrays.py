@@ -3,9 +3,10 @@ with work proportional to the candidates, done at C speed in numpy.
 
 Each conjunction gets an integer id. It is filed, as in the general index
 (:mod:`matching.clustered`), under its most selective access: the pair of values of two
-equalities, one equality's values, or a numeric interval (:mod:`matching.segments`). A
-posting list (an access's conjunctions) is a numpy array of ids, kept apart for the
-conjunctions the access decides alone (*direct*: they match on lookup) and the others.
+equalities (:mod:`matching.pairs`), one equality's values, or a numeric interval
+(:mod:`matching.segments`). A posting list (an access's conjunctions) is a numpy array
+of ids, kept apart for the conjunctions the access decides alone (*direct*: they match
+on lookup) and the others.
 
 The others are checked in bulk. Per conjunction, a row of :data:`CHECK_SLOTS` triples
 (column, low, high) says which column of the event's row must lie within which closed
@@ -25,6 +26,7 @@ confirmed one by one with their own test, so the answer stays exact.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Literal
@@ -34,8 +36,9 @@ import numpy as np
 from matching.access import BOOL_TAG, ValueKey
 from matching.ast import Value, kind_of
 from matching.atoms import CHECK_SLOTS, EXACT_INT, Atom, Layout, atoms_of, layout_of
-from matching.clusters import drop_from_leaf, leaf, paired_leaves
+from matching.clusters import drop_from_leaf, leaf
 from matching.normal import Conjunction
+from matching.pairs import PairTable
 from matching.parser import Filter
 from matching.postings import Codes, Found, Posting
 from matching.segments import BELOW, Segment, SegmentKey, segment_key
@@ -55,8 +58,9 @@ _Place = (tuple[Literal["eq"], tuple[_Path, ...]] | tuple[Literal["pair"], tuple
 #: tracking them, so that it does not walk the index's hundreds of thousands of them.
 _Filed = tuple[int, _Place, tuple[str, ...], tuple[ValueKey, ...]]
 #: Per attribute: its equality postings by value, its code, whether it has interval
-#: segments, whether pairs name it (:meth:`ArrayIndex._attr_table`).
-_AttrInfo = tuple[dict[ValueKey, Posting] | None, int | None, bool, bool]
+#: segments, its pair terms by value (:meth:`ArrayIndex._attr_table`).
+_AttrInfo = tuple[dict[ValueKey, Posting] | None, int | None, bool,
+                  dict[ValueKey, list[int]] | None]
 
 
 def array_layouts(conjunctions: Sequence[Conjunction] | None) -> list[Layout] | None:
@@ -102,11 +106,9 @@ class ArrayIndex:
         #: interval candidates are masked with ``_alive``.
         self._tombstones = 0
         self._equal: dict[str, dict[ValueKey, Posting]] = {}
-        self._pairs: dict[str, dict[ValueKey, dict[str, dict[ValueKey, Posting]]]] = {}
+        self._pairs = PairTable()
         self._segments: dict[SegmentKey, Segment] = {}
         self._segments_of: dict[str, list[Segment]] = {}
-        #: Attributes named by pair accesses, counted.
-        self._pair_attrs: dict[str, int] = {}
         self._table: dict[str, _AttrInfo] | None = None
 
     def __len__(self) -> int:
@@ -115,8 +117,8 @@ class ArrayIndex:
     def is_clear(self) -> bool:
         """Nothing is left behind (every filter removed)."""
         return not (self._filters or self._places or self._attrs.code or self._values.code
-                    or self._equal or self._pairs or self._segments or self._segments_of
-                    or self._multi_count or self._tombstones or self._pair_attrs)
+                    or self._equal or not self._pairs.is_clear() or self._segments
+                    or self._segments_of or self._multi_count or self._tombstones)
 
     # -- adding and removing -----------------------------------------------------------
 
@@ -179,9 +181,7 @@ class ArrayIndex:
             paths = tuple([(first.attr, a, second.attr, b)
                            for a in first.keys or () for b in second.keys or ()])
             for path in paths:
-                leaf(self._pairs, path, Posting).put(conj, direct)
-            for attr in (first.attr, second.attr):
-                self._pair_attrs[attr] = self._pair_attrs.get(attr, 0) + 1
+                self._pairs.put(path, conj, direct)
             place = ("pair", paths)
         elif layout.access:
             (only,) = layout.access
@@ -241,13 +241,8 @@ class ArrayIndex:
                         if not attr_segments:
                             del self._segments_of[at[0]]
                 case ("pair", paths):
-                    for name in paths[0][::2]:
-                        assert isinstance(name, str)  # (attribute, value, attribute, value)
-                        self._pair_attrs[name] -= 1
-                        if not self._pair_attrs[name]:
-                            del self._pair_attrs[name]
                     for path in paths:
-                        drop_from_leaf(self._pairs, path, conj)
+                        self._pairs.drop(path, conj)
                     self._free_conj.append(conj)
         return True
 
@@ -255,13 +250,14 @@ class ArrayIndex:
 
     def _attr_table(self) -> dict[str, _AttrInfo]:
         """Per attribute some filter names: its equality postings by value, its code
-        (when checks name it), whether it has interval segments, whether pairs name it.
+        (when checks name it), whether it has interval segments, its pair terms by value.
         One lookup per event attribute instead of four; made again after a change."""
         if self._table is None:
+            terms = self._pairs.terms
             names = self._equal.keys() | self._attrs.code.keys() | self._segments_of.keys() \
-                | self._pair_attrs.keys()
+                | terms.keys()
             self._table = {name: (self._equal.get(name), self._attrs.code.get(name),
-                                  name in self._segments_of, name in self._pair_attrs)
+                                  name in self._segments_of, terms.get(name))
                            for name in names}
         return self._table
 
@@ -282,7 +278,7 @@ class ArrayIndex:
         pairs = self._pairs
         for event, attrs in enumerate(events):
             base = event * width
-            keyed: dict[str, ValueKey] = {}
+            terms: list[int] = []  # of its values that pairs name
             for name, value in attrs.items():
                 info = table.get(name)
                 if info is None:  # no filter here names it
@@ -310,8 +306,8 @@ class ArrayIndex:
                         number = _double(value) if isinstance(value, int) and not \
                             -EXACT_INT <= value <= EXACT_INT else float(value)
                 by_value, code, stabbed, paired = info
-                if paired:
-                    keyed[name] = key
+                if paired is not None and (term := paired.get(key)) is not None:
+                    terms.append(term[0])
                 if by_value is not None and (posting := by_value.get(key)) is not None:
                     posting.collect(event, found)
                 if code is not None:
@@ -329,9 +325,8 @@ class ArrayIndex:
                         events_values = numeric[name] = ([], [])
                     events_values[0].append(event)
                     events_values[1].append(number)
-            if len(keyed) > 1:
-                for posting in paired_leaves(pairs, keyed):
-                    posting.collect(event, found)
+            if len(terms) > 1:
+                pairs.collect(event, terms, found)
         low_rows = np.full(count * width, math.nan)
         low_rows[::width] = 0.0  # column 0, of the unused checks
         low_rows[columns] = cells
@@ -476,13 +471,15 @@ def _per_event(slots: np.ndarray, owners: np.ndarray, count: int) -> list[np.nda
     """Split the matched slots by event."""
     # Event numbers fit 16 bits in any sensible batch: numpy then sorts by radix, O(n).
     order = np.argsort(owners.astype(np.int16) if count < 2**15 else owners, kind="stable")
-    bounds = np.searchsorted(owners[order], np.arange(1, count))
-    return np.split(slots[order], bounds)
+    bounds = np.searchsorted(owners[order], np.arange(count + 1)).tolist()
+    ordered = slots[order]
+    # Slices (views): np.split makes them through several Python calls each.
+    return [ordered[start:end] for start, end in itertools.pairwise(bounds)]
 
 
 def _spread(events: list[int], parts: list[np.ndarray]) -> np.ndarray:
     """The event of each id of ``parts`` (``events[i]`` for all of ``parts[i]``)."""
-    if len(events) == 1 or events[0] == events[-1]:
+    if len(events) == 1:
         return np.full(sum(len(p) for p in parts), events[0], np.int64)
     return np.repeat(np.array(events, np.int64), [len(p) for p in parts])
 

@@ -46,6 +46,7 @@ from matching.clusters import (
     drop_from_leaf,
     leaf,
     pair_plan,
+    paired_leaves,
     pending_item,
 )
 from matching.normal import Conjunction, conjunctions_of, negation_normal_form
@@ -58,7 +59,6 @@ _Path = tuple[Hashable, ...]
 _Place = (tuple[Literal["always"]] | tuple[Literal["residual"]]
           | tuple[Literal["eq"], list[_Path]] | tuple[Literal["pair"], list[_Path]]
           | tuple[Literal["range"], RangeTable, Handle, str] | tuple[Literal["present"], str])
-_MISSING = object()
 #: What the caller files filters under (subscription ids, child names, ...).
 Key = TypeVar("Key", bound=Hashable)
 
@@ -272,17 +272,9 @@ class ClusterIndex(Generic[Key]):
                         pending.extend(bucket.pending.values())
             if table is not None and name in ranged:
                 table.stab(name, value, hits, pending)
-        if pairs:  # matching.clusters.paired_leaves, inline: this runs per event
-            for first, lookup in keyed.items():
-                by_first = pairs.get(first)
-                if by_first is None or (by_second := by_first.get(lookup)) is None:
-                    continue
-                for second, by_other in by_second.items():
-                    other = keyed.get(second, _MISSING)
-                    if other is not _MISSING:
-                        bucket = by_other.get(other)
-                        if bucket is not None:
-                            _collect(bucket, hits, pending)
+        if pairs:
+            for bucket in paired_leaves(pairs, keyed):
+                _collect(bucket, hits, pending)
         result: set[Any] = set(hits)
         for bounded, low, low_inclusive, high, high_inclusive, key, check in pending:
             if bounded is not None:

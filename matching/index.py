@@ -14,10 +14,11 @@ subscriptions) go to an :class:`~matching.arrays.ArrayIndex`, which finds and ch
 candidates with numpy (a fixed cost of some tens of microseconds per call, then a small
 cost per candidate), the others to a second cluster index of their own.
 :meth:`Index.match_many` matches a batch of events that way, paying numpy's per-call
-costs once for all of them; :meth:`Index.match` goes that way too while recent events
-matched many filters (:data:`BULK_MATCHES` on average), where the clusters would pay a
-Python check per candidate. Every structure is exact, so the way taken changes only
-the cost.
+costs once for all of them, unless recent events matched few filters
+(:data:`BATCH_MATCHES` on average: the clusters then cost less); :meth:`Index.match`
+goes that way too while recent events matched many filters (:data:`BULK_MATCHES`),
+where the clusters would pay a Python check per candidate. Every structure is exact,
+so the way taken changes only the cost.
 
 A batch's answers are :class:`Matches`: an array of slots and the table that names
 their keys, so a caller that only counts, or only asks whether any filter matched,
@@ -46,6 +47,11 @@ ARRAYS_FROM = 16_384
 #: 100,000 subscriptions the two ways cost the same at about 150-200 matches
 #: (bench/matching.py).
 BULK_MATCHES = 200.0
+#: Matches per event (the same mean) from which a batch goes the bulk way: at 100,000
+#: skewed subscriptions, an event costs the clusters about 25 us at 12 matches and 60
+#: at 121, a batch of 64 about 29 and 37 (bench/matching.py --skewed): the same at
+#: about 30 matches, between the two.
+BATCH_MATCHES = 30.0
 #: Weight of the last event in that running mean.
 _RECENT_WEIGHT = 1 / 16
 
@@ -130,12 +136,13 @@ class _Bulk(Generic[Key]):
 
 
 class Index(Generic[Key]):
-    def __init__(self, arrays_from: int = ARRAYS_FROM, bulk_matches: float = BULK_MATCHES
-                 ) -> None:
+    def __init__(self, arrays_from: int = ARRAYS_FROM, bulk_matches: float = BULK_MATCHES,
+                 batch_matches: float = BATCH_MATCHES) -> None:
         self._clusters: ClusterIndex[Key] = ClusterIndex()
         self._bulk: _Bulk[Key] | None = None
         self._arrays_from = arrays_from
         self._bulk_matches = bulk_matches
+        self._batch_matches = batch_matches
         #: Running mean of the filters matched per event, while there is a bulk index.
         self._recent = 0.0
 
@@ -199,16 +206,23 @@ class Index(Generic[Key]):
         """The filters that are TRUE for each event: with many filters, one pass over
         them for all the events, so numpy's per-call costs are paid once."""
         bulk = self._bulk_index()
-        if bulk is None:
-            return [Matches(_NO_SLOTS, _NO_KEYS, self._clusters.match(attrs))
-                    for attrs in events]
-        return self._in_bulk(bulk, events)
+        if bulk is not None and self._recent >= self._batch_matches:
+            return self._in_bulk(bulk, events)
+        found = [Matches(_NO_SLOTS, _NO_KEYS, self._clusters.match(attrs))
+                 for attrs in events]
+        if bulk is not None:
+            self._note(found)
+        return found
 
     def _in_bulk(self, bulk: _Bulk[Key], events: Sequence[Mapping[str, Value]]
                  ) -> list[Matches[Key]]:
         found = bulk.match_many(events)
+        self._note(found)
+        return found
+
+    def _note(self, found: list[Matches[Key]]) -> None:
+        """Count a batch's matches into the running mean."""
         if found:
             mean = sum(map(len, found)) / len(found)
             self._recent += (mean - self._recent) * _RECENT_WEIGHT
-        return found
 

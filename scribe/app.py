@@ -91,7 +91,8 @@ class ScribeApp:
         self.publishing = Publishing(self.state, self.membership, self.dissemination)
         retention = self.publishing.retention
         self.ordering = o = Ordering(self.state, self.dissemination.handle, retention.log,
-                                     self.dissemination.from_root)
+                                     self.dissemination.from_root,
+                                     self.dissemination.matching_ahead)
         self.root_pulls = RootPulls(self.state, retention.log, retention.released_through,
                                     retention.copies)
         self.repair = Repair(self.state, self.membership, self.dissemination, self.publishing,

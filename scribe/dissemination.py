@@ -8,13 +8,17 @@ it handled for ``event_memory`` seconds, so a second copy (after a tree change) 
 neither delivered nor forwarded again, and a group handed back finds its search state.
 
 Plain copies pass through :mod:`scribe.ordering` first, which hands them over in seq
-order once nothing before them is missing.
+order once nothing before them is missing. Where it (or retention) is about to hand over
+several events of a topic in a row, :meth:`Dissemination.matching_ahead` matches them
+against the local subscriptions in one call first.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
+from collections.abc import Sequence as Seq
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -125,6 +129,16 @@ class Dissemination:
                 groups.update(edge.digest.groups)
         self._spread(now, tree, handled, True, sorted(groups) if groups else (), upstream=None,
                      deliver=not moved)
+
+    def matching_ahead(self, topic: str, bodies: Seq[EventBody]
+                       ) -> AbstractContextManager[None]:
+        """A context in which ``bodies``, events of ``topic`` about to be handled, are
+        matched against the local plain subscriptions already, in one call
+        (:meth:`TopicSubscriptions.ahead`)."""
+        topic_subs = self.s.subs.topic(topic)
+        if topic_subs is None or len(bodies) < 2:
+            return nullcontext()
+        return topic_subs.ahead([body.attrs for body in bodies])
 
     def on_event(self, now: float, ev: Event) -> None:
         s = self.s

@@ -19,7 +19,8 @@ are outside the sequence: they are steered at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 
 from chord.kbr import NodeRef
@@ -34,6 +35,9 @@ Handle = Callable[[float, TopicTree, Event], None]
 RootLog = Callable[[str], Retained | None]
 #: Sends an event the root holds down its tree (``Dissemination.from_root``).
 FromRoot = Callable[[float, EventBody], None]
+#: A context in which events about to be handled in a row are matched against the
+#: local subscriptions in one call (``Dissemination.matching_ahead``): only a cost.
+Ahead = Callable[[str, Sequence[EventBody]], AbstractContextManager[None]]
 #: How far the root has sent a topic's events down (``Retention.released_through``).
 Released = Callable[[str], int]
 #: Heartbeat intervals a (re)joined node waits at least before asking the root to catch
@@ -63,6 +67,30 @@ def batch(log: Retained, after: int, through: int, wanted: Callable[[EventBody],
     return events, max(through, after)
 
 
+def follows(ev: Event, through: int) -> bool:
+    """Whether a held copy can be handled by a node that handled up to ``through``: its
+    sender vouches for everything the node needs before it."""
+    return ev.prev is not None and ev.prev <= through
+
+
+def ready_run(stream: Stream) -> list[EventBody]:
+    """The held copies :meth:`Ordering.drain` would handle now, in order."""
+    through, held = stream.through, stream.held
+    assert through is not None
+    run: list[EventBody] = []
+    first = min(held, default=None)
+    if first is None or (first > through and not follows(held[first], through)):
+        return run  # a gap first: no sort while copies wait behind it
+    for seq in sorted(held):
+        if seq > through:
+            ev = held[seq]
+            if not follows(ev, through):
+                break
+            run.append(ev.body)
+            through = seq
+    return run
+
+
 def start(stream: Stream, through: int) -> None:
     """The node starts handling the topic's sequence after ``through``."""
     stream.through = through
@@ -71,11 +99,12 @@ def start(stream: Stream, through: int) -> None:
 
 class Ordering:
     def __init__(self, state: ScribeState, handle: Handle, root_log: RootLog,
-                 from_root: FromRoot) -> None:
+                 from_root: FromRoot, ahead: Ahead) -> None:
         self.s = state
         self.handle = handle
         self.root_log = root_log
         self.from_root = from_root
+        self.ahead = ahead
 
     def on_root(self, now: float, tree: TopicTree) -> None:
         """This node took the root role: send down, in order, what it holds (adopted from
@@ -91,8 +120,10 @@ class Ordering:
                 for body in log.between(st.through, counter, len(log)):
                     assert body.seq is not None
                     bodies.setdefault(body.seq, body)
-            for seq in sorted(bodies):
-                self.from_root(now, bodies[seq])
+            order = sorted(bodies)
+            with self.ahead(tree.topic, [bodies[seq] for seq in order]):
+                for seq in order:
+                    self.from_root(now, bodies[seq])
         start_at = counter if st.through is None else max(st.through, counter)
         st.held.clear()
         st.catch_up_after = None
@@ -134,16 +165,17 @@ class Ordering:
         assert st.through is not None
         if st.catch_up_after is not None:
             return  # everything waits for the root's catch-up fill
-        while st.held:
-            seq = min(st.held)
-            ev = st.held[seq]
-            if seq <= st.through:
+        with self.ahead(tree.topic, ready_run(st) if len(st.held) > 1 else []):
+            while st.held:
+                seq = min(st.held)
+                ev = st.held[seq]
+                if seq <= st.through:
+                    del st.held[seq]
+                    continue
+                if not follows(ev, st.through):
+                    break
                 del st.held[seq]
-                continue
-            if ev.prev is None or ev.prev > st.through:
-                break
-            del st.held[seq]
-            self._handle(now, tree, ev)
+                self._handle(now, tree, ev)
         if st.held:
             self.pull(now, tree)
 
@@ -342,10 +374,12 @@ class Ordering:
         for body in fill.events:
             assert body.seq is not None
             batch.setdefault(body.seq, Event(body, max(hop, 1), fill.parent, True, ()))
-        for seq in sorted(batch):
-            st.held.pop(seq, None)
-            if seq > st.through:
-                self._handle(now, tree, batch[seq])
+        order = sorted(batch)
+        with self.ahead(tree.topic, [batch[seq].body for seq in order if seq > st.through]):
+            for seq in order:
+                st.held.pop(seq, None)
+                if seq > st.through:
+                    self._handle(now, tree, batch[seq])
         st.through = max(st.through, fill.through)
 
     # -- answering children ------------------------------------------------------------------------

@@ -36,7 +36,8 @@ class Publishing:
         self.dissemination = dissemination
         self.retention = Retention(state, self._acknowledged, self._refused,
                                    dissemination.from_root,
-                                   Durability(state.host, state.config.durable))
+                                   Durability(state.host, state.config.durable),
+                                   dissemination.matching_ahead)
         #: Topic -> its root as last acknowledged, least recently used first.
         self.roots: OrderedDict[str, NodeRef] = OrderedDict()
         #: Topic -> publishes held at a root that is recovering the topic (by msg_id, in

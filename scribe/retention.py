@@ -54,6 +54,7 @@ from scribe.messages import (
     ReplicateAck,
     message_runs,
 )
+from scribe.ordering import Ahead
 from scribe.state import ScribeState
 from scribe.stream import Retained
 
@@ -103,11 +104,12 @@ def _contiguous(events: tuple[EventBody, ...]) -> bool:
 
 class Retention:
     def __init__(self, state: ScribeState, local_ack: LocalAck, local_refuse: LocalRefuse,
-                 release: Release, durability: Durability) -> None:
+                 release: Release, durability: Durability, ahead: Ahead) -> None:
         self.s = state
         self.local_ack = local_ack
         self.local_refuse = local_refuse
         self.release = release
+        self.ahead = ahead
         #: Persists of the retained events, and what waits for them to be synced.
         self.durability = durability
         #: Topic -> the lowest seq its persisted log may hold (what was last trimmed to).
@@ -320,12 +322,14 @@ class Retention:
             if kept is not None:
                 self.release(now, kept)
             return
-        while queue:
-            seq, (body, ready) = next(iter(queue.items()))
-            if not ready:
-                return
-            del queue[seq]
-            self.release(now, body)
+        run = [body for body, _ in itertools.takewhile(lambda item: item[1], queue.values())]
+        with self.ahead(topic, run):
+            while queue:
+                seq, (body, ready) = next(iter(queue.items()))
+                if not ready:
+                    return
+                del queue[seq]
+                self.release(now, body)
         self.unreleased.pop(topic, None)
 
     def also_waiting(self, topic: str, msg_id: str, origin: NodeRef) -> bool:

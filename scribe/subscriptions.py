@@ -5,15 +5,21 @@ finds the matching ones without evaluating each filter. Members of an anycast gr
 kept per group; when an event is for the group here, they take turns (round robin
 among those whose filter matches), which spreads the group's events over its local
 members.
+
+When the node is about to handle several events of a topic in a row (a fill, a run of
+held copies, a release of events that waited for their replicas), they are matched in
+one call (:meth:`TopicSubscriptions.ahead`: ``Index.match_many``, which pays numpy's
+per-call costs once for them all) and ``matching_plain`` answers from that.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from matching import Filter, Index
+from matching import Filter, Index, Matches
 from overlay.core.pubsub import (
     AttrValue,
     DuplicateSubscriptionError,
@@ -49,6 +55,13 @@ class TopicSubscriptions:
         self.groups: dict[str, dict[int, Subscription]] = {}
         self._turn: dict[str, int] = {}
         self._digest: Digest | None = None
+        #: Plain matches of events about to be handled (:meth:`ahead`), by the id of
+        #: their attributes: those attributes (the id is only theirs while they live),
+        #: the count of changes they were matched at, and the matches.
+        self._ahead: dict[int, tuple[Mapping[str, AttrValue], int, Matches[int]]] = {}
+        #: Plain subscriptions added or removed so far: matches found ahead of one are
+        #: not used after it.
+        self._changes = 0
 
     def __len__(self) -> int:
         return len(self.plain) + sum(len(members) for members in self.groups.values())
@@ -58,6 +71,7 @@ class TopicSubscriptions:
             self.plain[sub.sub_id] = sub
             self._plain_index.add(sub.sub_id, sub.filter)
             self._everyone = None
+            self._changes += 1
         else:
             self.groups.setdefault(sub.group, {})[sub.sub_id] = sub
         self._digest = None
@@ -67,6 +81,7 @@ class TopicSubscriptions:
             del self.plain[sub.sub_id]
             self._plain_index.remove(sub.sub_id)
             self._everyone = None
+            self._changes += 1
         else:
             members = self.groups[sub.group]
             del members[sub.sub_id]
@@ -86,7 +101,30 @@ class TopicSubscriptions:
         if index.matches_everything:
             everyone = self._everyone = tuple(self.plain[k] for k in sorted(self.plain))
             return everyone
-        return [self.plain[sub_id] for sub_id in sorted(index.match(attrs))]
+        ahead = self._ahead.get(id(attrs)) if self._ahead else None
+        if ahead is not None and ahead[0] is attrs and ahead[1] == self._changes:
+            keys: Iterator[int] | set[int] = iter(ahead[2].keys())
+        else:
+            keys = index.match(attrs)
+        return [self.plain[sub_id] for sub_id in sorted(keys)]
+
+    @contextmanager
+    def ahead(self, events: Sequence[Mapping[str, AttrValue]]) -> Iterator[None]:
+        """While in this context, :meth:`matching_plain` answers ``events`` (the same
+        attribute objects) from one ``match_many`` call made here, unless plain
+        subscriptions change meanwhile. Only a cost: an event not asked for, or asked
+        for after a change, is matched again on its own."""
+        previous = self._ahead
+        if len(events) > 1 and self.plain and self._everyone is None \
+                and not self._plain_index.matches_everything:
+            found = self._plain_index.match_many(events)
+            changes = self._changes
+            self._ahead = {**previous, **{id(attrs): (attrs, changes, matches)
+                                          for attrs, matches in zip(events, found, strict=True)}}
+        try:
+            yield
+        finally:
+            self._ahead = previous
 
     def take_group_member(self, group: str,
                           attrs: Mapping[str, AttrValue]) -> Subscription | None:

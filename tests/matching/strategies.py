@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 from matching import Index, parse
 
 #: Every way an index answers: through clusters only (few filters); with a bulk index
-#: too (many filters: here from the first), used by batches; and with one event at a
-#: time going the bulk way too (as when events match many filters). Each must agree
-#: with evaluating each filter.
+#: too (many filters: here from the first), used by batches once events match many
+#: filters; and with every batch and every event going the bulk way (as when events
+#: match many filters). Each must agree with evaluating each filter.
 INDEX_KINDS: list[Callable[[], Index]] = [
-    Index, lambda: Index(arrays_from=0), lambda: _bulk_from_the_start(Index(arrays_from=0,
-                                                                            bulk_matches=0))]
+    Index, lambda: Index(arrays_from=0), lambda: _bulk_from_the_start(
+        Index(arrays_from=0, bulk_matches=0, batch_matches=0))]
 
 
 def _bulk_from_the_start(index: Index) -> Index:

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from matching import Index, parse
+from matching.arrays import ArrayIndex
 from matching.segments import RECENT_MAX
 from tests.matching.strategies import INDEX_KINDS, check_among, churn_and_compare
 
@@ -118,6 +119,48 @@ def test_many_intervals_through_merges_and_tombstones(make: Callable[[], Index])
     assert (index._bulk is None or index._bulk.arrays.is_clear()) and not len(index)
 
 
+@pytest.mark.parametrize("make", INDEX_KINDS)
+def test_pairs_of_equalities_through_churn(make: Callable[[], Index]) -> None:
+    """Conjunctions of two or three equalities (filed under pairs of values, IN lists
+    giving several pairs each) on one set of values, then on another, then both mixed:
+    the codes of the values no pair names any more are freed and reused for the new
+    ones. Every round, the index agrees with evaluating every filter, and nothing is
+    left once all are removed."""
+    rng = random.Random(9)
+    names = ["s0", "s1", "s2", "s3"]
+
+    def conjunction(values: range) -> str:
+        def equality(attr: str) -> str:
+            if rng.random() < 0.2:
+                return f"{attr} IN ('v{rng.choice(values)}', 'v{rng.choice(values)}')"
+            return f"{attr} = 'v{rng.choice(values)}'" if rng.random() < 0.9 \
+                else f"{attr} = 1"
+        return " AND ".join(equality(a) for a in rng.sample(names, rng.choice([2, 2, 3])))
+
+    first = {key: parse(conjunction(range(6))) for key in range(200)}
+    second = {key: parse(conjunction(range(6, 12))) for key in range(200, 400)}
+    evs = [{a: f"v{rng.randrange(12)}" for a in rng.sample(names, rng.randrange(2, 5))}
+           for _ in range(200)] + [{"s0": 1, "s1": 1.0, "s2": "v0"}]
+    index, live = make(), {}
+    matched = 0
+    for add, remove in [(first, {}), (second, first), (first, second),
+                        (second, dict(list(first.items())[::2]))]:
+        for key in remove:
+            index.remove(key)
+            del live[key]
+        for key, filter in add.items():
+            live[key] = filter
+            index.add(key, filter)
+        expected = [_expected(live, attrs) for attrs in evs]
+        assert [index.match(attrs) for attrs in evs] == expected
+        assert [set(m) for m in index.match_many(evs)] == expected
+        matched += sum(map(len, expected))
+    assert matched > 200  # the pairs did match
+    for key in list(live):
+        index.remove(key)
+    assert (index._bulk is None or index._bulk.arrays.is_clear()) and not len(index)
+
+
 @pytest.mark.parametrize(
     ("text", "hits", "misses"),
     [
@@ -185,7 +228,7 @@ def test_a_bulk_index_is_kept_from_the_bound_and_dropped_below_half_of_it() -> N
     texts = [f"s0 = 'v{rng.randrange(3)}' AND n0 BETWEEN {i} AND {i + 30}" for i in range(40)]
     texts += ["s0 LIKE 'v%'", "s1 IS NULL"]  # never array-shaped: the bulk clusters take them
     evs = [{"s0": f"v{rng.randrange(3)}", "n0": rng.uniform(0, 70)} for _ in range(20)]
-    index, live = Index(arrays_from=10, bulk_matches=0), {}
+    index, live = Index(arrays_from=10, bulk_matches=0, batch_matches=0), {}
     for key, text in enumerate(texts):
         live[key] = parse(text)
         index.add(key, live[key])
@@ -201,3 +244,23 @@ def test_a_bulk_index_is_kept_from_the_bound_and_dropped_below_half_of_it() -> N
         if len(index) < 5:
             assert index._bulk is None
     assert index.matches_everything and not len(index)
+
+
+def test_batches_go_the_bulk_way_once_events_match_many_filters(calls) -> None:
+    """While recent events matched few filters a batch is matched by the clusters (the
+    cheaper way then), and by the bulk index once they match many; the answers are
+    the same either way."""
+    bulk_batches = calls(ArrayIndex, "match_many")
+    index, live = Index(arrays_from=0, batch_matches=3), {}
+    for key in range(8):
+        live[key] = parse(f"s0 = 'a' AND n0 > {key}")
+        index.add(key, live[key])
+    few, many = [{"s0": "b", "n0": 9}] * 4, [{"s0": "a", "n0": 9}] * 4
+    for _ in range(3):
+        assert [set(m) for m in index.match_many(few)] == [set()] * 4
+    assert bulk_batches == []
+    found = []
+    for _ in range(16):  # the running mean (weight 1/16) passes 3 at the 8th
+        found += [set(m) for m in index.match_many(many)]
+    assert found == [_expected(live, many[0])] * 64 and found[0] == set(range(8))
+    assert [len(events) for events, in bulk_batches] == [4] * 8  # the clusters first

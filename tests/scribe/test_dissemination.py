@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from matching import parse
+from matching import Index, parse
 from overlay.core.pubsub import DeliveredEvent
 from scribe import ScribeConfig
 from scribe.dissemination import EventMemory, HandledEvent
@@ -204,3 +204,25 @@ def test_plain_subscriptions_that_all_match_everything_are_found_without_matchin
     assert [s.sub_id for s in subs.matching_plain({"x": 9})] == [1, 3, 4]
     subs.remove(everyone[0])
     assert [s.sub_id for s in subs.matching_plain({})] == [1, 4]
+
+
+def test_events_matched_ahead_are_answered_as_one_by_one_until_a_change(calls) -> None:
+    def sub(sub_id: int, text: str) -> Subscription:
+        return Subscription(sub_id, TOPIC, text, parse(text), None, None)
+
+    subs = TopicSubscriptions()
+    for sub_id, text in enumerate(["x > 5", "x < 3 OR y = 'a'", "y = 'a'", "x = 4"]):
+        subs.add(sub(sub_id, text))
+    events = [{"x": 9}, {"x": 1, "y": "a"}, {"x": 4}, {"y": "b"}]
+    alone = [[s.sub_id for s in subs.matching_plain(e)] for e in events]
+    assert alone == [[0], [1, 2], [3], []]
+    alone_calls = calls(Index, "match")
+    with subs.ahead(events):
+        assert [[s.sub_id for s in subs.matching_plain(e)] for e in events] == alone
+        assert alone_calls == []  # answered from the batch
+        assert [s.sub_id for s in subs.matching_plain({"x": 9})] == [0]  # not ahead
+        subs.add(sub(7, "x > 0"))  # matches found ahead are no longer used
+        assert [[s.sub_id for s in subs.matching_plain(e)] for e in events] == [
+            [0, 7], [1, 2, 7], [3, 7], []]
+    assert [[s.sub_id for s in subs.matching_plain(e)] for e in events] == [
+        [0, 7], [1, 2, 7], [3, 7], []]

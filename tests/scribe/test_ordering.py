@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from chord.kbr import NodeRef
+from matching import Index
 from scribe import ScribeConfig
 from scribe.messages import (
     Event,
@@ -320,3 +321,21 @@ def test_a_parent_answers_a_fresh_pull_from_where_the_child_was_to_start() -> No
     [(dest, fill)] = host.sent_of(Fill)
     assert (dest, fill.after, fill.through) == ("n101", 1, 3)
     assert [b.seq for b in fill.events] == [2, 3]
+
+
+def test_copies_handled_in_a_row_are_matched_in_one_call(calls) -> None:
+    """A run of held copies, then a fill with the copies it covers: each run's local
+    matches come from one ``match_many`` call, and every subscription gets what its
+    filter says, in order."""
+    batches = calls(Index, "match_many")
+    app, host = member(through=3)
+    app.subscribe(0.2, TOPIC, "x > 5", 2)
+    app.on_direct(1.0, "n200", ev(5, prev=4, x=1))  # 4 is late: 5 waits
+    app.on_direct(1.1, "n200", ev(4, prev=3, x=9))
+    assert [len(events) for events, in batches] == [2]
+    app.on_direct(1.2, "n200", ev(7, prev=6, x=1))  # 6 was lost
+    app.on_direct(1.3, "n200", ev(8, prev=7, x=9))
+    app.on_direct(1.4, "n200", Fill(TOPIC, ref(200), 5, 8, (ev(6, None, x=7).body,)))
+    assert [len(events) for events, in batches] == [2, 3]
+    assert [(sub, event.seq) for sub, event in host.delivered] == [
+        (1, 4), (2, 4), (1, 5), (1, 6), (2, 6), (1, 7), (1, 8), (2, 8)]
