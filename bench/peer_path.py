@@ -96,10 +96,10 @@ async def one_run(events: int, window: int, reliable: bool) -> tuple[float, floa
                                        "payload": PAYLOAD, "reliable": True})
             assert reply["ok"], reply
             for sub in subs:
-                await sub.count_frames(1, trio.Event())
-            frames = publishes(topic, events, reliable)
+                await sub.count_events(1, None, trio.Event())
+            frames = publishes(topic, events, reliable, 1)
             tune_gc()
-            result = await measure(nursery, pub, subs, frames, window)
+            result = await measure(nursery, pub, subs, frames, 1, window)
             for node in nodes:
                 node.daemon.stop()
             nursery.cancel_scope.cancel()
