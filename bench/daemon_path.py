@@ -30,13 +30,22 @@ of one setup under valgrind (the difference removes start-up), e.g.
 publisher spins while it is full, and how often varies from run to run. The node's
 periodic work (its ticks, the trace flushes) still grows with the run's wall time, which
 under valgrind grows with the machine's load: compare two builds by running them at
-once (two runs of one build then agree within a few hundred instructions).
+once. On a busy machine start-up's periodic work alone moved the difference by 50k
+instructions per event; ``--callgrind-phase`` counts the measured phase only, in one run
+(callgrind_control zeroes the counters as it starts and dumps them as it ends):
+
+    valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.out .venv/bin/python \
+        bench/daemon_path.py --setup 0 --repeat 1 --events 4000 --window 1000000 \
+        --callgrind-phase
+    grep summary: /tmp/cg.out.1    # the measured phase: divide by --events
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -144,10 +153,20 @@ def publishes(topic: str, events: int, reliable: bool, batch: int) -> list[bytes
                           "events": [event] * batch}) for i in range(events // batch)]
 
 
+async def callgrind(command: str, *args: str) -> None:
+    """Ask the callgrind this process runs under to ``command`` (zero, dump) its counts."""
+    await trio.run_process(["callgrind_control", f"-{command}", *args, str(os.getpid())],
+                           stdout=subprocess.DEVNULL)
+
+
 async def measure(nursery: trio.Nursery, pub: Client, subs: list[Client],
-                  frames: list[bytes], per_frame: int, window: int) -> tuple[float, float]:
+                  frames: list[bytes], per_frame: int, window: int,
+                  callgrind_phase: bool = False) -> tuple[float, float]:
     """Publish ``frames`` and wait until the publisher has an answer and each subscriber
-    a push for every event: (events per second, process CPU microseconds per event)."""
+    a push for every event: (events per second, process CPU microseconds per event).
+    ``callgrind_phase``: callgrind counts from here to the end only (a dump then)."""
+    if callgrind_phase:
+        await callgrind("z")
     events = len(frames) * per_frame
     counted = [trio.Event() for _ in (pub, *subs)]
     nursery.start_soon(pub.count_events, events, per_frame, counted[0])
@@ -159,6 +178,8 @@ async def measure(nursery: trio.Nursery, pub: Client, subs: list[Client],
         for done in counted:
             await done.wait()
     wall, cpu = time.monotonic() - started, time.process_time() - cpu_started
+    if callgrind_phase:
+        await callgrind("d", "measured")
     return events / wall, cpu / events * 1e6
 
 
@@ -173,7 +194,8 @@ async def connect(node: Node, nursery: trio.Nursery, conn_id: int,
     return client
 
 
-async def one_run(setup: Setup, events: int, window: int) -> tuple[float, float]:
+async def one_run(setup: Setup, events: int, window: int,
+                  callgrind_phase: bool = False) -> tuple[float, float]:
     """(events per second, CPU microseconds per event) of one fresh daemon."""
     with tempfile.TemporaryDirectory() as tmp:
         node = build_node(build_config(None, {}, {"bind": "127.0.0.1:0", "state_dir": tmp}))
@@ -191,7 +213,8 @@ async def one_run(setup: Setup, events: int, window: int) -> tuple[float, float]
                 subs.append(sub)
             pub = await connect(node, nursery, 2)
             frames = publishes(TOPIC, events, setup.reliable, setup.batch)
-            result = await measure(nursery, pub, subs, frames, setup.batch, window)
+            result = await measure(nursery, pub, subs, frames, setup.batch, window,
+                                   callgrind_phase)
             node.daemon.stop()
             nursery.cancel_scope.cancel()
     return result
@@ -205,13 +228,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--setup", type=int, choices=range(len(SETUPS)), default=None,
                    help="only this setup: " + "; ".join(
                        f"{i} = {setup.name}" for i, setup in enumerate(SETUPS)))
+    p.add_argument("--callgrind-phase", action="store_true",
+                   help="under callgrind: count the measured phase only (module docs)")
     args = p.parse_args(argv)
     with open("/proc/loadavg", encoding="ascii") as fh:
         load = fh.read().split()[0]
     print(f"{args.events} events per run, {args.repeat} runs per setup, load average {load}")
     print(f"{'setup':28s} {'us/event min':>13s} {'median':>8s} {'events/s max':>13s}")
     for setup in SETUPS if args.setup is None else SETUPS[args.setup:args.setup + 1]:
-        runs = [trio.run(one_run, setup, args.events, args.window) for _ in range(args.repeat)]
+        runs = [trio.run(one_run, setup, args.events, args.window, args.callgrind_phase)
+                for _ in range(args.repeat)]
         costs = [c for _, c in runs]
         print(f"{setup.name:28s} {min(costs):13.1f} {statistics.median(costs):8.1f} "
               f"{max(r for r, _ in runs):13,.0f}", flush=True)

@@ -11,9 +11,11 @@ are Unix socket pairs whose reads are not decoded, as in ``daemon_path.py``.
 Reported per run: events per second (wall) and the process's CPU microseconds per event
 summed over the four nodes; each setup runs ``--repeat`` times, minimum and median
 printed. For counts that do not move with the machine's load, run it under
-``valgrind --tool=callgrind`` with two event counts and take the difference.
+``valgrind --tool=callgrind`` with ``--callgrind-phase`` (see ``daemon_path.py``; under
+valgrind the run must end within measure's 120 s: 1000 events do).
 
 Run: .venv/bin/python bench/peer_path.py [--events 10000] [--repeat 3] [--reliable]
+     [--callgrind-phase]
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ async def ring_ready(nodes: list[Node]) -> None:
             await trio.sleep(0.1)
 
 
-async def one_run(events: int, window: int, reliable: bool) -> tuple[float, float]:
+async def one_run(events: int, window: int, reliable: bool,
+                  callgrind_phase: bool = False) -> tuple[float, float]:
     """(events per second, CPU microseconds per event for all nodes) of a fresh overlay."""
     with tempfile.TemporaryDirectory() as tmp:
         nodes: list[Node] = []
@@ -96,10 +99,10 @@ async def one_run(events: int, window: int, reliable: bool) -> tuple[float, floa
                                        "payload": PAYLOAD, "reliable": True})
             assert reply["ok"], reply
             for sub in subs:
-                await sub.count_frames(1, trio.Event())
-            frames = publishes(topic, events, reliable)
+                await sub.count_events(1, None, trio.Event())
+            frames = publishes(topic, events, reliable, 1)
             tune_gc()
-            result = await measure(nursery, pub, subs, frames, window)
+            result = await measure(nursery, pub, subs, frames, 1, window, callgrind_phase)
             for node in nodes:
                 node.daemon.stop()
             nursery.cancel_scope.cancel()
@@ -112,13 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--window", type=int, default=256)
     p.add_argument("--reliable", action="store_true")
+    p.add_argument("--callgrind-phase", action="store_true",
+                   help="under callgrind: count the measured phase only (daemon_path.py)")
     args = p.parse_args(argv)
     with open("/proc/loadavg", encoding="ascii") as fh:
         load = fh.read().split()[0]
     kind = "reliable" if args.reliable else "unreliable"
     print(f"{NODES} nodes in one process, {args.events} {kind} events per run, "
           f"{args.repeat} runs, load average {load}")
-    runs = [trio.run(one_run, args.events, args.window, args.reliable)
+    runs = [trio.run(one_run, args.events, args.window, args.reliable, args.callgrind_phase)
             for _ in range(args.repeat)]
     costs = [c for _, c in runs]
     print(f"us/event (all nodes) min {min(costs):.1f} median {statistics.median(costs):.1f}; "

@@ -33,7 +33,7 @@ from scribe.consumers import Progress
 from scribe.messages import EventBody, ReplicateAck
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per event retained, and frozen costs on the way
 class AppendEvents(StorageOp):
     """``events`` (numbered) join ``topic``'s log; one already there is kept as it is."""
 

@@ -21,7 +21,7 @@ class Effect:
     __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per message sent, and frozen costs on the way
 class Send(Effect):
     """Send ``msg`` to the peer at address ``dest`` (``host:port``)."""
 
@@ -61,7 +61,7 @@ class Notice(Effect):
     data: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per event retained, and frozen costs on the way
 class Persist(Effect):
     """Apply ``op`` to the node's store, after every ``Persist`` before it; the driver
     reports, through the core's ``on_synced``, how far they are durable, and through its

@@ -54,8 +54,10 @@ ATTR_OVERHEAD_BYTES = 16
 #: Deepest nesting of CBOR arrays/maps we decode; our messages nest only a few levels.
 MAX_CBOR_DEPTH = 32
 
-#: Version of the peer-to-peer protocol, exchanged in the connection handshake.
-PEER_PROTOCOL_VERSION = 1
+#: Version of the peer-to-peer protocol, exchanged in the connection handshake. 2: a
+#: frame may carry a bundle of messages (overlay/runtime/transport.py), which a node of
+#: version 1 would skip as one bad message.
+PEER_PROTOCOL_VERSION = 2
 
 T = TypeVar("T")
 

@@ -55,14 +55,20 @@ class Record:
         super().__init_subclass__(**kwargs)
 
     def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {}
         try:
-            return {name: enc(getattr(self, name)) for name, enc in self._encoders.items()}
+            for name, as_is, enc in self._encode_plan:
+                value = getattr(self, name)
+                # As in from_wire: a value of a type the field takes as it is is its own
+                # wire form, and needs no converter call.
+                wire[name] = value if type(value) in as_is else enc(value)
         except _Invalid as exc:
             # Encoding checks what decoding checks: a mistyped message of ours is our
             # fault, found at the sender, not blamed on the peer that would refuse it.
             bad = next(name for name, enc in self._encoders.items()
                        if not _encodes(enc, getattr(self, name)))
             raise LocalProtocolError(f"{type(self).__name__}.{bad}: {exc}") from None
+        return wire
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> Any:
@@ -97,6 +103,8 @@ class Record:
     #: Per field: name, the value types its decoder passes through unchanged, the
     #: decoder, whether the field may be absent.
     _plan: ClassVar[tuple[tuple[str, frozenset[type], Converter, bool], ...]]
+    #: Per field: name, the same types (its encoder too gives them unchanged), the encoder.
+    _encode_plan: ClassVar[tuple[tuple[str, frozenset[type], Converter], ...]]
 
 
 class Message(Record):
@@ -351,6 +359,8 @@ def record(cls: R) -> R:
     dc._encoders = encoders
     dc._plan = tuple((name, _passed_through(hints[name]), dec, name in optional)
                      for name, dec in decoders.items())
+    dc._encode_plan = tuple((name, _passed_through(hints[name]), enc)
+                            for name, enc in encoders.items())
     return typing.cast(R, dc)
 
 

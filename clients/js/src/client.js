@@ -12,7 +12,6 @@ import path from 'node:path';
 import {
   ConnectionClosed,
   RequestError,
-  TooLarge,
 } from './errors.js';
 import {
   DEFAULT_MAX_FRAME,
@@ -23,6 +22,7 @@ import {
   frameBytes,
   normalizeInt,
 } from './frames.js';
+import { SizeLimits } from './limits.js';
 
 export const API_VERSION = 1;
 
@@ -95,7 +95,8 @@ export class Client {
     this.version = 0;
     /** @type {string[]} */
     this.features = [];
-    this.maxFrame = DEFAULT_MAX_FRAME;
+    /** The daemon's size limits (maxFrame, maxEvent, maxPayload below). */
+    this.limits = new SizeLimits({});
     /** Most events one batched publish may carry (hello's `max_batch`; 0: none offered). */
     this.maxBatch = 0;
 
@@ -118,6 +119,15 @@ export class Client {
     socket.on('close', () => this._lost(new ConnectionClosed('the daemon closed the connection')));
   }
 
+  /** Largest frame body the daemon reads (hello's `max_frame`). */
+  get maxFrame() { return this.limits.maxFrame; }
+
+  /** Largest event size, payload included (hello's `max_event`). */
+  get maxEvent() { return this.limits.maxEvent; }
+
+  /** Largest payload (hello's `max_payload`). */
+  get maxPayload() { return this.limits.maxPayload; }
+
   // -- requests ------------------------------------------------------------------
 
   async _hello() {
@@ -132,10 +142,8 @@ export class Client {
     if (this.features.includes('publish_batch') && typeof reply.max_batch === 'number') {
       this.maxBatch = reply.max_batch;
     }
-    if (typeof reply.max_frame === 'number') {
-      this.maxFrame = reply.max_frame;
-      this._reader.maxFrame = Math.max(this._reader.maxFrame, reply.max_frame);
-    }
+    this.limits = new SizeLimits(reply);
+    this._reader.maxFrame = Math.max(this._reader.maxFrame, this.limits.maxFrame);
     return reply;
   }
 
@@ -155,8 +163,14 @@ export class Client {
         return;
       }
       const rid = this._nextRid++;
+      const frame = encodeFrame({ ...fields, rid });
+      const refused = this.limits.frameRefusal(frame.length - 4);
+      if (refused) {
+        reject(refused);
+        return;
+      }
       this._pending.set(rid, { resolve, reject, kind: fields.op, subscription });
-      this._queue({ frame: encodeFrame({ ...fields, rid }), reject });
+      this._queue({ frame, reject });
     });
   }
 
@@ -174,6 +188,11 @@ export class Client {
         return;
       }
       const event = publishFields(topic, options);
+      const refused = this.limits.refusal(event);
+      if (refused) {
+        reject(refused);
+        return;
+      }
       const reliable = options.reliable ?? true;
       this._queue({ event, reliable, resolve, reject });
     });
@@ -272,8 +291,9 @@ export class Client {
       for (const item of run) {
         const rid = this._nextRid++;
         const frame = encodeFrame({ op: 'publish', rid, reliable: item.reliable, ...item.event });
-        if (frame.length - 4 > this.maxFrame) {
-          item.reject(tooLarge(frame.length - 4, this.maxFrame));
+        const refused = this.limits.frameRefusal(frame.length - 4);
+        if (refused) {
+          item.reject(refused);
           continue;
         }
         this._pending.set(rid, { resolve: item.resolve, reject: item.reject, kind: 'publish' });
@@ -297,8 +317,9 @@ export class Client {
     };
     for (const item of run) {
       const body = Buffer.from(cbor.encode(item.event));  // cbor-x reuses its buffer
-      if (batchPrefixSize(rid, 1) + body.length > this.maxFrame) {
-        item.reject(tooLarge(batchPrefixSize(rid, 1) + body.length, this.maxFrame));
+      const refused = this.limits.frameRefusal(batchPrefixSize(rid, 1) + body.length);
+      if (refused) {
+        item.reject(refused);
         continue;
       }
       if (batch.length === this.maxBatch
@@ -458,11 +479,6 @@ function toBytes(payload) {
 function published(result) {
   return { msgId: result.msg_id, seq: result.seq === null || result.seq === undefined
     ? null : normalizeInt(result.seq) };
-}
-
-function tooLarge(size, maxFrame) {
-  return new TooLarge('too_large', `a publish of ${size} bytes exceeds the daemon's max_frame `
-    + `of ${maxFrame}`, { size, max_frame: maxFrame });
 }
 
 // A batched publish is the map {op: "publish_batch", rid, reliable, events: [...]}: its

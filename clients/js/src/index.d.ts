@@ -68,7 +68,12 @@ export class Client {
   readonly mode: 'structured' | 'unstructured' | string;
   readonly version: number;
   readonly features: string[];
+  /** Largest request or push body (hello's `max_frame`). */
   readonly maxFrame: number;
+  /** Largest event size: payload, topic and attributes (hello's `max_event`). */
+  readonly maxEvent: number;
+  /** Largest payload (hello's `max_payload`). */
+  readonly maxPayload: number;
   /** Most events one batched publish may carry (hello's `max_batch`; 0 when not offered). */
   readonly maxBatch: number;
   /** Resolves with the ConnectionClosed error once the connection is gone. */

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { BadRequest, RequestError, connect } from '../src/index.js';
+import { BadRequest, RequestError, TooLarge, connect } from '../src/index.js';
 import { FrameReader, cbor } from '../src/frames.js';
 import { startDaemon, waitFor } from './daemon.js';
 
@@ -126,6 +126,62 @@ describe(`a daemon with max_frame ${MAX_FRAME}`, () => {
     ]);
     assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
     assert.equal(results[1].reason.code, 'too_large');
+    client.close();
+  });
+
+  test('events at max_payload and max_event are sent; one byte past is refused unsent',
+    async () => {
+      const client = await connect(daemon.api);
+      assert.equal(client.maxEvent, MAX_FRAME - 16384);
+      assert.equal(client.maxPayload, MAX_FRAME - 32768);
+      const topic = 'sizé';  // 5 bytes of UTF-8
+      const received = [];
+      await client.subscribe(topic, { onEvent: (event) => received.push(event.payload.length) });
+      const frames = tap(client);
+      const payload = (n) => Buffer.alloc(n, 0x61);
+      // Size: payload + topic + per attribute name and value (text: UTF-8; number: 8;
+      // boolean: 1); pad fills the event to max_event exactly.
+      const attrs = (padBytes) => ({ n: 7, f: 0.5, ok: true, 'pâd': 'x'.repeat(padBytes) });
+      const fixed = 5 + (1 + 8) + (1 + 8) + (2 + 1) + 4;
+      const room = client.maxEvent - client.maxPayload - fixed;
+      const isTooLarge = (limit) => (error) => error instanceof TooLarge
+        && error.code === 'too_large' && error.message.includes(`(${limit})`)
+        && error.extra.max_payload === client.maxPayload;
+
+      await client.publish(topic, { payload: payload(client.maxPayload), reliable: false });
+      await client.publish(topic, { payload: payload(client.maxPayload), attrs: attrs(room) });
+      const sent = frames.length;
+      await assert.rejects(client.publish(topic, { payload: payload(client.maxPayload + 1) }),
+        isTooLarge('max_payload'));
+      await assert.rejects(client.publish(topic, { payload: payload(client.maxPayload - 1),
+        attrs: attrs(room + 2) }), isTooLarge('max_event'));
+      assert.equal(frames.length, sent, 'nothing sent for the refused events');
+
+      // The daemon counts the same: the event one byte past, sent as is, is refused there.
+      await assert.rejects(client.request({ op: 'publish', topic, reliable: false,
+        payload: payload(client.maxPayload - 1), attrs: attrs(room + 2) }),
+      (error) => error instanceof TooLarge && error.message.includes('(max_event)'));
+
+      // In a batch the refused event gets its error; the others go on.
+      const results = await client.publishMany([
+        { topic, payload: payload(10) },
+        { topic, payload: payload(client.maxPayload + 1) },
+        { topic, payload: payload(20) },
+      ]);
+      assert.ok(isTooLarge('max_payload')(results[1]));
+      assert.equal(frames.at(-1).events, 2);
+      await waitFor(() => received.length === 4, 'the four events sent');
+      assert.deepEqual(received, [client.maxPayload, client.maxPayload, 10, 20]);
+      client.close();
+    });
+
+  test('any request over max_frame is refused unsent; the connection goes on', async () => {
+    const client = await connect(daemon.api);
+    const frames = tap(client);
+    await assert.rejects(client.subscribe('t', { filter: 'x'.repeat(MAX_FRAME) }),
+      (error) => error instanceof TooLarge && error.extra.max_frame === MAX_FRAME);
+    assert.equal(frames.length, 0);
+    assert.equal((await client.status()).limits.max_frame, MAX_FRAME);
     client.close();
   });
 });
