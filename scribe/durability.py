@@ -189,6 +189,10 @@ class MemoryLogs:
     def __init__(self) -> None:
         self._logs: dict[str, _MemoryLog] = {}
         self._consumers: dict[tuple[str, str], Progress] = {}
+        #: Topic -> the first of its stored events damaged (:meth:`damage`).
+        self._damaged: dict[str, int] = {}
+        #: What the last :meth:`load` refused: (topic, what was wrong), as LogStore says.
+        self.dropped: list[tuple[str | None, str]] = []
 
     def apply(self, ops: Sequence[StorageOp]) -> None:
         for op in ops:
@@ -237,8 +241,21 @@ class MemoryLogs:
         return [RestoredConsumer(topic, name, progress)
                 for (topic, name), progress in sorted(self._consumers.items())]
 
+    def damage(self, topic: str, seq: int) -> None:
+        """Corrupt ``topic``'s stored event ``seq`` (a flipped bit, a torn page), for the
+        simulator: the next load drops it and what follows in the topic's log and says
+        so in :attr:`dropped`, as LogStore's load does with a row whose CRC fails."""
+        self._damaged[topic] = min(seq, self._damaged.get(topic, seq))
+
     def load(self, loaded_at: float | None = None) -> list[RestoredLog]:
         """The logs, as of ``loaded_at`` (:attr:`RestoredLog.loaded_at`)."""
+        self.dropped = []
+        for topic, seq in sorted(self._damaged.items()):
+            log = self._logs.get(topic)
+            if log is not None and any(s >= seq for s in log.events):
+                log.events = {s: b for s, b in log.events.items() if s < seq}
+                self.dropped.append((topic, f"event {seq}: checksum mismatch"))
+        self._damaged.clear()
         return [RestoredLog(topic, log.counter, log.complete_from,
                             tuple(log.events[s] for s in sorted(log.events)), loaded_at)
                 for topic, log in sorted(self._logs.items())]

@@ -175,3 +175,33 @@ def test_with_sync_never_acknowledged_events_are_lost() -> None:
     by_id = {(topic, msg_id) for topic, msg_id, _ in replayed}
     lost = [k for k in world.acked if k not in by_id]
     assert lost, "sync = never lost nothing: the crash did not test the setting"
+
+
+def test_a_root_log_damaged_in_the_middle_comes_back_from_the_replicas() -> None:
+    """The whole overlay crashes; the disk of the node that owns "orders" comes back with
+    a damaged event in the middle of the topic's log: the load drops it and what follows,
+    and the node, claiming the topic, gets them back from its replicas."""
+    world = build(7, 24, SyncPolicy("always"))
+    publish_stream(world, 1.0, 3)
+    publish_stream(world, STREAM_AT, 150)
+    sim = world.sim
+    app = world.app(sim_address(0))
+    key = app.state.mid("orders")
+    ring = sorted(world.nodes.values(), key=lambda n: n.local.id)
+    owner = next((n for n in ring if n.local.id >= key), ring[0]).address
+    crash_and_restart_everyone(world, STREAM_AT + 4.0)  # after the stream
+
+    def damage() -> None:
+        logs = sim.storage(owner)
+        assert isinstance(logs, MemoryLogs)
+        logs.damage("orders", 20)
+
+    sim.at(STREAM_AT + 4.5, damage)  # crashed, not yet restarted
+    replay_everything(world, sim_address(5), 25.0)
+    sim.run(until=45.0)
+    logs = sim.storage(owner)
+    assert isinstance(logs, MemoryLogs) and logs.dropped == [
+        ("orders", "event 20: checksum mismatch")]
+    replayed = {(t, m) for t, m, _ in world.delivered.get((sim_address(5), 900), [])}
+    acked = {k for k in world.acked if k[0] == "orders"}
+    assert len(acked) >= 45 and acked <= replayed
