@@ -33,8 +33,21 @@ from overlay.core.pubsub import (
     expiry_time,
 )
 from scribe.config import ScribeConfig
+from scribe.consumer_members import DurableMembers
+from scribe.consumer_messages import (
+    ConsumerAck,
+    ConsumerAttach,
+    ConsumerAttached,
+    ConsumerDeliver,
+    ConsumerDetach,
+    ConsumerFetch,
+    ConsumerSync,
+    check_name,
+)
+from scribe.consumer_root import ConsumerRoots
+from scribe.consumers import ConsumerConfig
 from scribe.dissemination import Dissemination
-from scribe.durability import RestoredLog
+from scribe.durability import RestoredConsumer, RestoredLog
 from scribe.membership import Membership
 from scribe.messages import (
     AnycastBack,
@@ -88,8 +101,13 @@ class ScribeApp:
         links = _PartLinks(self)
         self.membership = Membership(self.state, events=links)
         self.dissemination = Dissemination(self.state, sequence=links)
-        self.publishing = Publishing(self.state, self.membership, self.dissemination)
+        self.publishing = Publishing(self.state, self.membership, self.dissemination,
+                                     release=links.release)
         retention = self.publishing.retention
+        self.consumers = ConsumerRoots(self.state, retention.log, retention.durability,
+                                       retention.replicas_of, self._publish_dead_letter,
+                                       self.membership.claim_root)
+        self.members = DurableMembers(self.state)
         self.ordering = o = Ordering(self.state, self.dissemination.handle, retention.log,
                                      self.dissemination.from_root,
                                      self.dissemination.matching_ahead)
@@ -123,6 +141,13 @@ class ScribeApp:
             Fill: o.on_fill,
             Restore: self.root_pulls.on_restore,
             ReplayFill: self.replays.on_fill,
+            ConsumerAttach: lambda now, m: self.consumers.on_attach(now, m, routed=False),
+            ConsumerDetach: lambda now, m: self.consumers.on_detach(now, m, routed=False),
+            ConsumerAck: lambda now, m: self.consumers.on_ack(now, m, routed=False),
+            ConsumerFetch: lambda now, m: self.consumers.on_fetch(now, m, routed=False),
+            ConsumerSync: self.consumers.on_sync,
+            ConsumerAttached: self.members.on_attached,
+            ConsumerDeliver: self.members.on_deliver,
         }
 
     @property
@@ -209,6 +234,37 @@ class ScribeApp:
                 s.host.notice("subscribed", topic=topic, sub=sub_id)
                 self.replays.in_effect(now, sub_id)
 
+    # -- durable consumers (scribe.consumers) ---------------------------------------------------
+
+    def durable_subscribe(self, now: float, topic: str, name: str, sub_id: int,
+                          filter_text: str = "", config: ConsumerConfig | None = None) -> None:
+        """Attach local subscription ``sub_id`` to durable consumer ``name`` of ``topic``
+        (created with ``config`` and ``filter_text`` at its root if it does not exist).
+        Its events come as deliveries with their attempt (pushed), or in ``fetched``
+        notices (``pull``). Raises ValueError for a bad topic or name,
+        ``matching.FilterSyntaxError`` for a bad filter."""
+        check_topic(topic)
+        check_name(name)
+        parse(filter_text)
+        self.members.attach(now, sub_id, topic, name, config or ConsumerConfig(), filter_text)
+
+    def durable_ack(self, now: float, sub_id: int, op: str, msg_ids: tuple[str, ...],
+                    delay: float = 0.0) -> None:
+        """``ack``, ``nak`` (again after ``delay``) or ``term`` events of ``sub_id``."""
+        self.members.ack(now, sub_id, op, msg_ids, delay)
+
+    def durable_fetch(self, now: float, sub_id: int, fetch_id: int, count: int,
+                      wait: float) -> None:
+        """Ask for up to ``count`` events (a ``fetched`` notice answers, within ``wait``)."""
+        self.members.fetch(now, sub_id, fetch_id, count, wait)
+
+    def durable_unsubscribe(self, now: float, sub_id: int) -> None:
+        self.members.detach(now, sub_id)
+
+    def _publish_dead_letter(self, now: float, topic: str, attrs: Mapping[str, AttrValue],
+                             payload: bytes) -> None:
+        self.publishing.publish(now, topic, attrs, payload, reliable=True)
+
     def status(self) -> dict[str, Any]:
         """Topics this node is in, with role, parent, depth and children (API ``status``)."""
         s = self.state
@@ -266,6 +322,14 @@ class ScribeApp:
             self.root_pulls.on_root_pull(now, msg)
         elif isinstance(msg, ReplayRequest):
             self.replays.at_root(now, msg)
+        elif isinstance(msg, ConsumerAttach):
+            self.consumers.on_attach(now, msg, routed=True)
+        elif isinstance(msg, ConsumerAck):
+            self.consumers.on_ack(now, msg, routed=True)
+        elif isinstance(msg, ConsumerFetch):
+            self.consumers.on_fetch(now, msg, routed=True)
+        elif isinstance(msg, ConsumerDetach):
+            self.consumers.on_detach(now, msg, routed=True)
 
     def on_direct(self, now: float, src: str, msg: Message) -> None:
         handler = self._direct.get(type(msg))
@@ -275,7 +339,11 @@ class ScribeApp:
                 self._announce_in_effect(now)
 
     def on_unreachable(self, now: float, dest: str, msg: Message) -> None:
-        self.repair.on_unreachable(now, dest, msg)
+        if isinstance(msg, ConsumerAttach | ConsumerAck | ConsumerFetch | ConsumerDetach):
+            self.members.on_unreachable(now, dest, msg)
+        elif not isinstance(msg, ConsumerDeliver | ConsumerAttached | ConsumerSync):
+            # (A member's node gone: its lease runs out. A replica gone: the ring's.)
+            self.repair.on_unreachable(now, dest, msg)
 
     def update(self, now: float, node: NodeRef, joined: bool) -> None:
         s = self.state
@@ -313,11 +381,22 @@ class ScribeApp:
                     self._announce_in_effect(now)
                 if self.replays:
                     self.state.wake(now)
+                if self.members:
+                    self.members.tick(now)  # every heartbeat interval: the leases
+                    self.state.wake(now)
             elif isinstance(name, tuple) and name[0] == "expire":
                 self._expire(now, name[1])
+        if self.consumers:
+            # Leases, ack waits, fetch waits and nak delays end at their own times.
+            self.consumers.tick(now)
+            self.state.wake(now)
 
     def next_deadline(self) -> float | None:
-        return self.state.timers.next_deadline()
+        own = self.state.timers.next_deadline()
+        theirs = self.consumers.next_deadline() if self.consumers else None
+        if own is None or theirs is None:
+            return own if theirs is None else theirs
+        return min(own, theirs)
 
     # -- storage ---------------------------------------------------------------------------------
 
@@ -330,12 +409,14 @@ class ScribeApp:
         self.publishing.retention.on_storage_failed(now, through, reason)
 
     def restore(self, now: float, logs: list[RestoredLog], load_ms: float = 0.0,
-                lost: bool = False) -> None:
+                lost: bool = False, consumers: list[RestoredConsumer] | None = None) -> None:
         """Before joining: the topic logs the node's store kept from its last run
         (``load_ms`` to read them). They are held as replica copies; a ``recover`` trace
         record per topic says what came back. ``lost``: the store was refused whole, so
         any topic this node claims soon may have been in it (its replicas are asked)."""
         self.publishing.retention.restore(now, logs, lost)
+        for kept in consumers or ():
+            self.consumers.restore(kept.topic, kept.name, kept.progress, kept.filter)
         for log in logs:
             self.state.trace("recover", topic=log.topic, events=len(log.events),
                              bytes=log.payload_bytes, first=log.events[0].seq
@@ -372,6 +453,13 @@ class _PartLinks:
 
     def numbering(self, now: float, topic: str) -> None:
         self.app.publishing.on_claim(now, topic)
+        self.app.consumers.on_claim(now, topic)
+
+    def release(self, now: float, body: EventBody) -> None:
+        """The root sends a numbered event down the tree, and to its durable consumers."""
+        self.app.dissemination.from_root(now, body)
+        if self.app.consumers:
+            self.app.consumers.offer(now, body)
 
     def handing_over(self, now: float, topic: str) -> tuple[EventBody, ...]:
         return self.app.publishing.retention.hand_over(now, topic)

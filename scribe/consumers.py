@@ -255,7 +255,8 @@ class Consumer:
 
     def attach(self, now: float, member: Member) -> list[Action]:
         self._members.setdefault(member, _MemberState())
-        return [self._record("consumer", op="attach", node=member.node, sub=member.sub),
+        return [self.trace("consumer", topic=self.topic, durable=self.name, op="attach",
+                           member=member.node, sub=member.sub),
                 *self._dispatch(now)]
 
     def detach(self, now: float, member: Member) -> list[Action]:
@@ -267,14 +268,16 @@ class Consumer:
         for seq in [s for s, f in self._inflight.items() if f.member == member]:
             del self._inflight[seq]
             bisect.insort(self._ready, seq)
-        return [self._record("consumer", op="detach", node=member.node, sub=member.sub),
+        return [self.trace("consumer", topic=self.topic, durable=self.name, op="detach",
+                           member=member.node, sub=member.sub),
                 *self._dispatch(now)]
 
     def ack(self, now: float, member: Member, seq: int) -> list[Action]:
         """``member`` is done with ``seq``."""
         flight = self._take(member, seq)
         self._finish(seq)
-        return [self._record("ack", seq=seq, attempt=flight.attempt, node=member.node),
+        return [self.trace("ack", topic=self.topic, durable=self.name, seq=seq,
+                           attempt=flight.attempt, member=member.node),
                 *self._dispatch(now)]
 
     def nak(self, now: float, member: Member, seq: int, delay: float = 0.0) -> list[Action]:
@@ -289,7 +292,8 @@ class Consumer:
         """``member`` says ``seq`` must never be delivered again."""
         flight = self._take(member, seq)
         self._finish(seq)
-        return [self._record("term", seq=seq, attempt=flight.attempt, node=member.node),
+        return [self.trace("term", topic=self.topic, durable=self.name, seq=seq,
+                           attempt=flight.attempt, member=member.node),
                 *self._dispatch(now)]
 
     def fetch(self, now: float, member: Member, fetch_id: int, count: int,
@@ -340,24 +344,32 @@ class Consumer:
                events: Iterable[EventBody]) -> Consumer:
         """The consumer as ``progress`` left it, with ``events`` (the topic's log, in seq
         order) offered again: every one after the floor that is not done is pending,
-        whatever was in flight before."""
+        whatever was in flight before, and so are the log's events past what the
+        progress had seen (the former root sent them down after its last copy)."""
         consumer = cls(topic, name, progress.config, log, wants, ack_floor=progress.ack_floor)
         consumer._done = set(progress.done)
         consumer._attempts = dict(progress.attempts)
+        offered = progress.offered
         for body in events:
             seq = body.seq or 0
+            offered = max(offered, seq)
             if seq <= consumer.ack_floor or seq in consumer._done:
                 continue
-            if seq <= progress.offered and not wants(body):
+            if wants(body):
+                consumer._ready.append(seq)
+            else:
                 consumer._finish(seq)
-                continue
-            if seq > progress.offered:
-                break  # offered live from here on
-            consumer._ready.append(seq)
-        consumer._offered = progress.offered
-        # Seqs the log no longer holds (retention) are done.
+        consumer._offered = offered
+        # Seqs the log does not hold (retention dropped them) are done: below the first
+        # one it holds at once (the floor jumps), between them one by one.
         held = set(consumer._ready)
-        for seq in range(consumer.ack_floor + 1, progress.offered + 1):
+        first = min(held) if held else offered + 1
+        if first - 1 > consumer.ack_floor:
+            consumer._done = {s for s in consumer._done if s >= first}
+            consumer._attempts = {s: n for s, n in consumer._attempts.items() if s >= first}
+            consumer.ack_floor = first - 1
+            consumer._raise_floor()
+        for seq in range(first, offered + 1):
             if seq not in held and seq not in consumer._done:
                 consumer._finish(seq)
         return consumer
@@ -401,18 +413,24 @@ class Consumer:
             self._finish(seq)
             self.dead_lettered += 1
             return [DeadLetter(body, attempt, self.config.dead_letter),
-                    self._record("dead_letter", seq=seq, msg_id=body.msg_id, attempts=attempt,
-                                 to=self.config.dead_letter)]
+                    self.trace("dead_letter", topic=self.topic, durable=self.name, seq=seq,
+                               msg_id=body.msg_id, attempts=attempt,
+                               to=self.config.dead_letter)]
         bisect.insort(self._ready, seq)
         if not_before > now:
             self._not_before[seq] = not_before
         self.redelivered += 1
-        return [self._record("redeliver", seq=seq, msg_id=body.msg_id, attempt=attempt + 1)]
+        return [self.trace("redeliver", topic=self.topic, durable=self.name, seq=seq,
+                           msg_id=body.msg_id, attempt=attempt + 1)]
 
     def _finish(self, seq: int) -> None:
         self._attempts.pop(seq, None)
         self._not_before.pop(seq, None)
         self._done.add(seq)
+        self._raise_floor()
+
+    def _raise_floor(self) -> None:
+        """Move the floor over the done seqs right above it."""
         while self.ack_floor + 1 in self._done:
             self.ack_floor += 1
             self._done.discard(self.ack_floor)
@@ -480,8 +498,9 @@ class Consumer:
                 return member, None
         return None, None
 
-    def _record(self, ev: str, **fields: object) -> Record:
-        return Record(ev, (("topic", self.topic), ("durable", self.name), *fields.items()))
+    def trace(self, ev: str, **fields: object) -> Record:
+        """A trace record to write (docs/TRACES.md)."""
+        return Record(ev, tuple(fields.items()))
 
 
 def seqs_of(actions: Iterable[Action]) -> list[tuple[str, int, int]]:

@@ -64,6 +64,8 @@ class SaveConsumer(StorageOp):
     topic: str
     name: str
     progress: Progress
+    #: The consumer's filter (FILTERS.md; "" for every event).
+    filter: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,7 @@ class RestoredConsumer:
     topic: str
     name: str
     progress: Progress
+    filter: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +191,7 @@ class MemoryLogs:
 
     def __init__(self) -> None:
         self._logs: dict[str, _MemoryLog] = {}
-        self._consumers: dict[tuple[str, str], Progress] = {}
+        self._consumers: dict[tuple[str, str], tuple[Progress, str]] = {}
         #: Topic -> the first of its stored events damaged (:meth:`damage`).
         self._damaged: dict[str, int] = {}
         #: What the last :meth:`load` refused: (topic, what was wrong), as LogStore says.
@@ -230,7 +233,7 @@ class MemoryLogs:
         elif isinstance(op, DropLog):
             logs.pop(op.topic, None)
         elif isinstance(op, SaveConsumer):
-            self._consumers[(op.topic, op.name)] = op.progress
+            self._consumers[(op.topic, op.name)] = (op.progress, op.filter)
         elif isinstance(op, DeleteConsumer):
             self._consumers.pop((op.topic, op.name), None)
         else:
@@ -238,8 +241,8 @@ class MemoryLogs:
 
     def consumers(self) -> list[RestoredConsumer]:
         """The durable consumers kept (their logs are :meth:`load`'s)."""
-        return [RestoredConsumer(topic, name, progress)
-                for (topic, name), progress in sorted(self._consumers.items())]
+        return [RestoredConsumer(topic, name, progress, filter_text)
+                for (topic, name), (progress, filter_text) in sorted(self._consumers.items())]
 
     def damage(self, topic: str, seq: int) -> None:
         """Corrupt ``topic``'s stored event ``seq`` (a flipped bit, a torn page), for the

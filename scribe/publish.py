@@ -24,18 +24,20 @@ from scribe.dissemination import Dissemination
 from scribe.durability import Durability
 from scribe.membership import Membership
 from scribe.messages import EventBody, Publish, PublishAck, PublishRefused, Restore
-from scribe.retention import Retention
+from scribe.retention import Release, Retention
 from scribe.state import ScribeState
 
 
 class Publishing:
     def __init__(self, state: ScribeState, membership: Membership,
-                 dissemination: Dissemination) -> None:
+                 dissemination: Dissemination, release: Release) -> None:
+        """``release``: sends an event the root numbered down the tree (and to the
+        topic's durable consumers)."""
         self.s = state
         self.membership = membership
         self.dissemination = dissemination
         self.retention = Retention(state, self._acknowledged, self._refused,
-                                   dissemination.from_root,
+                                   release,
                                    Durability(state.host, state.config.durable),
                                    dissemination.matching_ahead)
         #: Topic -> its root as last acknowledged, least recently used first.

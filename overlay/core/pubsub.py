@@ -127,6 +127,9 @@ class DeliveredEvent:
     ts: float
     #: Overlay transmissions that brought it here (tree depth, or gossip hops).
     hop: int
+    #: Deliveries of this event to the subscription's durable consumer so far, this one
+    #: included (1 for any other subscription).
+    attempt: int = 1
 
 
 class UnknownSubscriptionError(LocalProtocolError):

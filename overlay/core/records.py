@@ -11,7 +11,8 @@ TRACE_VERSION = 1
 RECORD_TYPES = frozenset({
     "node_up", "node_down", "ring", "lookup", "subscribe", "subscribed", "unsubscribe",
     "tree", "tree_leave", "child", "publish", "publish_ack", "forward", "recv", "deliver",
-    "repair", "drop", "recover", "storage_dropped", "storage_failed", "merge"})
+    "repair", "drop", "recover", "storage_dropped", "storage_failed", "merge",
+    "consumer", "ack", "term", "redeliver", "dead_letter"})
 
 #: ``node_down`` reasons.
 NODE_DOWN_REASONS = ("stop", "leave", "crash")
@@ -20,6 +21,6 @@ UNSUBSCRIBE_REASONS = ("client", "expired", "disconnect")
 #: ``repair`` kinds.
 REPAIR_KINDS = ("gap", "digest", "rejoin")
 #: ``drop`` reasons.
-DROP_REASONS = ("ttl", "no_route", "overload", "expired", "storage_error")
+DROP_REASONS = ("ttl", "no_route", "overload", "expired", "storage_error", "dead_letter")
 #: ``lookup`` kinds: an iterative lookup, or a routed message with acknowledgement.
 LOOKUP_KINDS = ("lookup", "route")

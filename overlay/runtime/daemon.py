@@ -47,7 +47,7 @@ from overlay.runtime.crypto import load_key
 from overlay.runtime.driver import CoreDriver
 from overlay.runtime.logstore import LOG_FILE, LoadReport, LogStore, StorageError, StorageWorker
 from overlay.runtime.transport import Inbound, Transport, TransportConfig, Unreachable
-from scribe.durability import RestoredLog
+from scribe.durability import RestoredConsumer, RestoredLog
 
 T = TypeVar("T")
 log = logging.getLogger("overlay.daemon")
@@ -94,10 +94,10 @@ class CoreKind(Protocol[C]):
         what the store kept before it starts)."""
         ...
 
-    def restore(self, core: C, now: float, logs: list[RestoredLog], load_ms: float,
-                lost: bool) -> None:
-        """Hand the core what its store kept from the last run (before ``start``);
-        ``lost``: the store was refused whole (its topics are unknown)."""
+    def restore(self, core: C, now: float, report: LoadReport) -> None:
+        """Hand the core what its store kept from the last run (before ``start``): the
+        topic logs, the durable consumers, and whether the store was refused whole (its
+        topics are unknown)."""
         ...
 
 
@@ -136,12 +136,11 @@ class ChordKind:
         # The core gives up on silent neighbours after its own RPC time-outs.
         return self.config.rpc_timeout * self.config.rpc_attempts + 1.0
 
-    def restore(self, core: ChordNode, now: float, logs: list[RestoredLog],
-                load_ms: float, lost: bool) -> None:
+    def restore(self, core: ChordNode, now: float, report: LoadReport) -> None:
         app = core.app
         if not isinstance(app, Restorable):
             raise TypeError("a durable ChordKind needs an application that restores logs")
-        app.restore(now, logs, load_ms, lost)
+        app.restore(now, report.logs, report.ms, report.refused, report.consumers)
 
 
 @runtime_checkable
@@ -149,7 +148,7 @@ class Restorable(Protocol):
     """An application with durable state (ScribeApp)."""
 
     def restore(self, now: float, logs: list[RestoredLog], load_ms: float,
-                lost: bool) -> None: ...
+                lost: bool, consumers: list[RestoredConsumer] | None) -> None: ...
 
 
 class Daemon(Generic[C]):
@@ -206,8 +205,8 @@ class Daemon(Generic[C]):
                 for service in self.services:
                     nursery.start_soon(service, self)
                 if report is not None:
-                    logs, load_ms, lost = report.logs, report.ms, report.refused
-                    self.call(lambda core, now: kind.restore(core, now, logs, load_ms, lost))
+                    loaded = report
+                    self.call(lambda core, now: kind.restore(core, now, loaded))
                     for topic, problem in report.dropped:
                         self.driver.trace("storage_dropped", topic=topic, reason=problem)
                 self.call(lambda core, now: kind.start(core, now, self.config.seeds))

@@ -17,7 +17,7 @@ from overlay.gossip.config import GossipConfig, config_from_settings
 from overlay.gossip.node import GossipNode
 from overlay.runtime.config import ConfigError
 from overlay.runtime.core_service import CoreService
-from scribe.durability import RestoredLog
+from overlay.runtime.logstore import LoadReport
 
 
 def gossip_config(protocol: Mapping[str, Any]) -> GossipConfig:
@@ -49,8 +49,7 @@ class GossipKind:
     #: Nothing is persisted in unstructured mode: no root retains a topic's events.
     durable = False
 
-    def restore(self, core: GossipNode, now: float, logs: list[RestoredLog],
-                load_ms: float, lost: bool) -> None:
+    def restore(self, core: GossipNode, now: float, report: LoadReport) -> None:
         raise TypeError("the unstructured mode keeps no logs to restore")
 
 

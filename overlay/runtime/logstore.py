@@ -227,7 +227,7 @@ class LogStore:
             db.execute("DELETE FROM events WHERE topic = ?", (op.topic,))
             db.execute("DELETE FROM topics WHERE topic = ?", (op.topic,))
         elif isinstance(op, SaveConsumer):
-            data = cbor2.dumps(op.progress.to_wire())
+            data = cbor2.dumps([op.progress.to_wire(), op.filter])
             db.execute("INSERT OR REPLACE INTO consumers VALUES (?, ?, ?, ?)",
                        (op.topic, op.name, data, zlib.crc32(data)))
         elif isinstance(op, DeleteConsumer):
@@ -284,7 +284,10 @@ class LogStore:
                 problem = f"consumer {name}: checksum mismatch"
             else:
                 try:
-                    progress = Progress.from_wire(cbor2.loads(data))
+                    wire, filter_text = cbor2.loads(data)
+                    progress = Progress.from_wire(wire)
+                    if type(filter_text) is not str:
+                        raise TypeError("the filter is text")
                 except Exception as exc:  # any decoding or checking failure is damage
                     problem = f"consumer {name}: undecodable ({type(exc).__name__})"
             if problem is not None:
@@ -292,7 +295,7 @@ class LogStore:
                 self._db.execute("DELETE FROM consumers WHERE topic = ? AND name = ?",
                                  (topic, name))
                 continue
-            report.consumers.append(RestoredConsumer(topic, name, progress))
+            report.consumers.append(RestoredConsumer(topic, name, progress, filter_text))
 
     def _load_topic(self, topic: str, counter: int, complete_from: int, loaded_at: float
                     ) -> tuple[RestoredLog, str | None]:

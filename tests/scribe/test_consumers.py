@@ -70,7 +70,7 @@ def test_an_acknowledged_event_is_not_delivered_again() -> None:
     c.attach(0.0, A)
     publish(c, log, 1.0, 1, 2)
     assert records(c.ack(2.0, A, 1), "ack") == [
-        {"topic": "tasks", "durable": "workers", "seq": 1, "attempt": 1, "node": "a"}]
+        {"topic": "tasks", "durable": "workers", "seq": 1, "attempt": 1, "member": "a"}]
     assert c.ack_floor == 1 and c.next_deadline() == 6.0  # seq 2 still in flight
     with pytest.raises(ConsumerError, match="not in flight"):
         c.ack(2.5, A, 1)  # twice
@@ -245,3 +245,13 @@ def test_progress_goes_to_the_wire_and_back_and_garbage_is_refused() -> None:
                 [*wire[:8], [[4]], wire[9]], [*wire[:2], 0, *wire[3:]], "progress"):
         with pytest.raises(ConsumerError):
             Progress.from_wire(bad)
+
+
+def test_a_consumer_resumed_far_behind_the_log_jumps_its_floor_to_what_is_held() -> None:
+    log = {seq: body(seq) for seq in (1_000_001, 1_000_002)}
+    progress = Progress(ConsumerConfig(ack=True), 0, (5,), ((7, 1),), 1_000_002)
+    resumed = Consumer.resume("tasks", "workers", progress, log.get, lambda b: True,
+                              [log[s] for s in sorted(log)])
+    assert resumed.ack_floor == 1_000_000
+    assert resumed.progress().done == () and resumed.progress().attempts == ()
+    assert resumed.stats()["pending"] == 2

@@ -201,13 +201,13 @@ def test_storage_config(tmp_path: Path) -> None:
 
 CONSUMER_OPS: list[StorageOp] = [
     SaveConsumer("t", "workers", Progress(ConsumerConfig(ack=True), 3, (5,), ((4, 2),), 6)),
-    SaveConsumer("t", "audit", Progress(ConsumerConfig(), 0, (), (), 0)),
+    SaveConsumer("t", "audit", Progress(ConsumerConfig(), 0, (), (), 0), "kind = 'a'"),
     SaveConsumer("t", "workers", Progress(ConsumerConfig(ack=True), 5, (), ((6, 1),), 7)),
     SaveConsumer("u", "gone", Progress(ConsumerConfig(pull=True), 1, (), (), 1)),
     DeleteConsumer("u", "gone"),
 ]
 CONSUMERS_KEPT = [
-    RestoredConsumer("t", "audit", Progress(ConsumerConfig(), 0, (), (), 0)),
+    RestoredConsumer("t", "audit", Progress(ConsumerConfig(), 0, (), (), 0), "kind = 'a'"),
     RestoredConsumer("t", "workers", Progress(ConsumerConfig(ack=True), 5, (), ((6, 1),), 7)),
 ]
 

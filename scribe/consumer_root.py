@@ -1,0 +1,327 @@
+"""Durable consumers at their topic's root: the registry that carries out what each
+:class:`~scribe.consumers.Consumer` decides (docs/DESIGN.md, Durable consumers).
+
+Members' nodes send :class:`ConsumerAttach` toward the topic's key, and again every
+heartbeat interval: an attachment is a lease, and a member whose node stops renewing it
+(crashed, cut off) is detached after ``LEASE_INTERVALS`` intervals, its events going to
+the others. The root offers every event it sends down the tree to the topic's consumers;
+deliveries and fetch answers go straight to the members' nodes (:class:`ConsumerDeliver`,
+at most a message's worth each), dead letters are published to the consumer's
+dead-letter topic. A consumer whose state changed is persisted (``SaveConsumer``) and
+copied to the root's replicas (:class:`ConsumerSync`) at the next tick; a node that
+becomes the topic's root resumes from those copies (what was in flight goes again).
+
+A new consumer starts with every event its topic's root still retains (a work queue
+gets the tasks published before its first worker attached).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from chord.kbr import NodeRef
+from matching import Filter, FilterSyntaxError, parse
+from overlay.core.pubsub import AttrValue
+from scribe.consumer_messages import (
+    ConsumerAck,
+    ConsumerAttach,
+    ConsumerAttached,
+    ConsumerDeliver,
+    ConsumerDetach,
+    ConsumerFetch,
+    ConsumerSync,
+)
+from scribe.consumers import (
+    Action,
+    Consumer,
+    ConsumerError,
+    DeadLetter,
+    Deliver,
+    FetchAnswer,
+    Member,
+    Progress,
+    Record,
+)
+from scribe.durability import DeleteConsumer, Durability, SaveConsumer
+from scribe.messages import EventBody, message_runs
+from scribe.ordering import RootLog
+from scribe.state import ScribeState
+
+#: Heartbeat intervals a member's attachment lasts without being renewed.
+LEASE_INTERVALS = 3.5
+
+#: Publishes an event (the dead letters): (now, topic, attrs, payload).
+PublishEvent = Callable[[float, str, Mapping[str, AttrValue], bytes], None]
+#: The nodes holding this root's copies of a topic (Retention.replicas_of).
+ReplicasOf = Callable[[str], list[NodeRef]]
+#: Makes this node the topic's root (Membership.claim_root).
+Claim = Callable[[float, str], None]
+
+Key = tuple[str, str]
+
+
+@dataclass
+class Hosted:
+    """A consumer at this root, with what the registry keeps beside it."""
+
+    consumer: Consumer
+    filter_text: str
+    #: Member -> when its lease ends.
+    leases: dict[Member, float] = field(default_factory=dict)
+    #: Changed since it was last persisted and copied.
+    dirty: bool = True
+
+
+class ConsumerRoots:
+    def __init__(self, state: ScribeState, root_log: RootLog, durability: Durability,
+                 replicas_of: ReplicasOf, publish: PublishEvent, claim: Claim) -> None:
+        self.s = state
+        self.root_log = root_log
+        self.durability = durability
+        self.replicas_of = replicas_of
+        self.publish = publish
+        self.claim = claim
+        self.hosted: dict[Key, Hosted] = {}
+        #: Copies of consumers this node holds for their root: key -> (progress, filter).
+        self.copies: dict[Key, tuple[Progress, str]] = {}
+        #: Topic -> its consumers' names here (the release path asks per event).
+        self._by_topic: dict[str, set[str]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.hosted)
+
+    # -- at the root -------------------------------------------------------------------------
+
+    def on_attach(self, now: float, msg: ConsumerAttach, routed: bool) -> None:
+        if not self._here(now, msg.topic, msg, routed):
+            return
+        key = (msg.topic, msg.name)
+        hosted = self.hosted.get(key)
+        error = None
+        if hosted is None:
+            try:
+                hosted = self._create(now, key, msg)
+            except (ConsumerError, FilterSyntaxError) as exc:
+                error = str(exc)[:200]
+        elif hosted.consumer.config != msg.settings or hosted.filter_text != msg.filter:
+            error = "the consumer exists with other settings or another filter"
+        if hosted is None or error is not None:
+            self.s.send(msg.member, ConsumerAttached(msg.topic, msg.name, msg.sub, self.s.me,
+                                                     error))
+            return
+        member = Member(msg.member.addr, msg.sub)
+        fresh = member not in hosted.leases
+        hosted.leases[member] = now + LEASE_INTERVALS * self.s.config.heartbeat_interval
+        if fresh:
+            self.s.send(msg.member, ConsumerAttached(msg.topic, msg.name, msg.sub, self.s.me))
+            self._carry_out(now, hosted, hosted.consumer.attach(now, member))
+        self.s.wake(now)
+
+    def on_detach(self, now: float, msg: ConsumerDetach, routed: bool) -> None:
+        hosted = self._hosted_for(now, msg, routed)
+        if hosted is not None:
+            member = Member(msg.member.addr, msg.sub)
+            hosted.leases.pop(member, None)
+            self._carry_out(now, hosted, hosted.consumer.detach(now, member))
+
+    def on_ack(self, now: float, msg: ConsumerAck, routed: bool) -> None:
+        hosted = self._hosted_for(now, msg, routed)
+        if hosted is None:
+            return
+        consumer, member = hosted.consumer, Member(msg.member.addr, msg.sub)
+        log = self.root_log(msg.topic)
+        for msg_id in msg.msg_ids:
+            seq = None if log is None else log.by_msg.get(msg_id)
+            if seq is None:
+                continue  # retention dropped it: nothing to acknowledge any more
+            try:
+                if msg.op == "ack":
+                    actions = consumer.ack(now, member, seq)
+                elif msg.op == "nak":
+                    actions = consumer.nak(now, member, seq, msg.delay)
+                else:
+                    actions = consumer.term(now, member, seq)
+            except ConsumerError:
+                continue  # late (redelivered to another member meanwhile), or twice
+            self._carry_out(now, hosted, actions)
+
+    def on_fetch(self, now: float, msg: ConsumerFetch, routed: bool) -> None:
+        hosted = self._hosted_for(now, msg, routed)
+        if hosted is None:
+            return
+        try:
+            actions = hosted.consumer.fetch(now, Member(msg.member.addr, msg.sub),
+                                            msg.fetch_id, msg.count, msg.wait)
+        except ConsumerError:
+            return  # not attached (its lease ran out): it attaches again, then fetches
+        self._carry_out(now, hosted, actions)
+
+    def offer(self, now: float, body: EventBody) -> None:
+        """The root sent ``body`` down the tree: its topic's consumers get it too."""
+        for name in self._by_topic.get(body.topic, ()):
+            hosted = self.hosted[(body.topic, name)]
+            self._carry_out(now, hosted, hosted.consumer.offer(now, body))
+
+    def tick(self, now: float) -> None:
+        """Expire leases, run the consumers' clocks, persist and copy what changed."""
+        for (topic, name), hosted in list(self.hosted.items()):
+            for member, until in list(hosted.leases.items()):
+                if until <= now:
+                    del hosted.leases[member]
+                    self._carry_out(now, hosted, hosted.consumer.detach(now, member))
+            deadline = hosted.consumer.next_deadline()
+            if deadline is not None and deadline <= now:
+                self._carry_out(now, hosted, hosted.consumer.tick(now))
+            if hosted.dirty:
+                hosted.dirty = False
+                progress = hosted.consumer.progress()
+                self.durability.write(SaveConsumer(topic, name, progress, hosted.filter_text))
+                wire = tuple(progress.to_wire())
+                for replica in self.replicas_of(topic):
+                    self.s.send(replica, ConsumerSync(topic, name, self.s.me, wire,
+                                                      hosted.filter_text))
+
+    def next_deadline(self) -> float | None:
+        times = [t for h in self.hosted.values() for t in h.leases.values()]
+        times += [d for h in self.hosted.values()
+                  if (d := h.consumer.next_deadline()) is not None]
+        return min(times) if times else None
+
+    def delete(self, now: float, topic: str, name: str) -> bool:
+        """End consumer ``name`` of ``topic`` here and at the replicas."""
+        hosted = self.hosted.pop((topic, name), None)
+        if hosted is None:
+            return False
+        self._by_topic[topic].discard(name)
+        self.durability.write(DeleteConsumer(topic, name))
+        for replica in self.replicas_of(topic):
+            self.s.send(replica, ConsumerSync(topic, name, self.s.me, None, ""))
+        return True
+
+    # -- as a replica, and taking the root role -----------------------------------------------
+
+    def on_sync(self, now: float, msg: ConsumerSync) -> None:
+        key = (msg.topic, msg.name)
+        if msg.progress is None:
+            self.copies.pop(key, None)
+            self.durability.write(DeleteConsumer(msg.topic, msg.name))
+            return
+        progress = Progress.from_wire(list(msg.progress))
+        self.copies[key] = (progress, msg.filter)
+        self.durability.write(SaveConsumer(msg.topic, msg.name, progress, msg.filter))
+
+    def restore(self, topic: str, name: str, progress: Progress, filter_text: str) -> None:
+        """A consumer a store loaded at start: held as a copy until this node is root."""
+        self.copies[(topic, name)] = (progress, filter_text)
+
+    def on_claim(self, now: float, topic: str) -> None:
+        """This node became ``topic``'s root: resume the consumers it holds copies of."""
+        for key in [k for k in self.copies if k[0] == topic and k not in self.hosted]:
+            progress, filter_text = self.copies.pop(key)
+            try:
+                wanted = parse(filter_text)
+            except FilterSyntaxError:
+                continue  # checked where it was made: a damaged copy
+            log = self.root_log(topic)
+            events = [] if log is None else [body for _, (_, body) in log.events.items()]
+            consumer = Consumer.resume(topic, key[1], progress, self._event_log(topic),
+                                       _wants(wanted), events)
+            self._host(key, Hosted(consumer, filter_text))
+
+    # -- steps ----------------------------------------------------------------------------------
+
+    def _here(self, now: float, topic: str, msg: ConsumerAttach | ConsumerDetach | ConsumerAck
+              | ConsumerFetch, routed: bool) -> bool:
+        """Whether this node serves ``topic``'s consumers: it is the root, or it owns the
+        key (a routed message) and becomes it. A direct message to a former root goes on
+        toward the key."""
+        s = self.s
+        if topic in s.numbering:
+            return True
+        if routed:
+            self.claim(now, topic)
+            return topic in s.numbering
+        s.host.route(now, s.mid(topic), msg)
+        return False
+
+    def _hosted_for(self, now: float, msg: ConsumerDetach | ConsumerAck | ConsumerFetch,
+                    routed: bool) -> Hosted | None:
+        if not self._here(now, msg.topic, msg, routed):
+            return None
+        return self.hosted.get((msg.topic, msg.name))
+
+    def _event_log(self, topic: str) -> Callable[[int], EventBody | None]:
+        def event(seq: int) -> EventBody | None:
+            log = self.root_log(topic)
+            held = None if log is None else log.events.get(seq)
+            return None if held is None else held[1]
+        return event
+
+    def _create(self, now: float, key: Key, msg: ConsumerAttach) -> Hosted:
+        wanted = parse(msg.filter)
+        topic = key[0]
+        log = self.root_log(topic)
+        events = [] if log is None else [body for _, (_, body) in log.events.items()]
+        floor = 0 if not events else (events[0].seq or 1) - 1
+        counter = self.s.seq.get(topic, 0)
+        progress = Progress(msg.settings, floor, (), (), max(counter, floor))
+        consumer = Consumer.resume(topic, key[1], progress, self._event_log(topic),
+                                   _wants(wanted), events)
+        hosted = Hosted(consumer, msg.filter)
+        self._host(key, hosted)
+        return hosted
+
+    def _host(self, key: Key, hosted: Hosted) -> None:
+        self.hosted[key] = hosted
+        self._by_topic.setdefault(key[0], set()).add(key[1])
+
+    def _carry_out(self, now: float, hosted: Hosted, actions: list[Action]) -> None:
+        if not actions:
+            return
+        s, consumer = self.s, hosted.consumer
+        hosted.dirty = True
+        pushes: dict[Member, list[tuple[EventBody, int]]] = {}
+        for action in actions:
+            if isinstance(action, Deliver):
+                pushes.setdefault(action.member, []).append((action.body, action.attempt))
+            elif isinstance(action, FetchAnswer):
+                self._send(action.member, consumer, list(action.events), action.fetch_id)
+            elif isinstance(action, DeadLetter):
+                self._dead_letter(now, consumer, action)
+            elif isinstance(action, Record):
+                s.trace(action.ev, **dict(action.fields))
+        for member, events in pushes.items():
+            self._send(member, consumer, events, None)
+        s.wake(now)
+
+    def _send(self, member: Member, consumer: Consumer, events: list[tuple[EventBody, int]],
+              fetch_id: int | None) -> None:
+        """``events`` to ``member``'s node, a message's worth at a time (a fetch answer's
+        parts all carry its id; the member's node hands them on as they come)."""
+        attempt_of = {id(body): attempt for body, attempt in events}
+        runs = message_runs([body for body, _ in events], self.s.config.sizes)
+        for run in runs:
+            if not run and fetch_id is None:
+                continue
+            self.s.host.send_direct(member.node, ConsumerDeliver(
+                consumer.topic, consumer.name, member.sub, tuple(run),
+                tuple(attempt_of[id(body)] for body in run), fetch_id))
+
+    def _dead_letter(self, now: float, consumer: Consumer, letter: DeadLetter) -> None:
+        body = letter.body
+        if letter.topic is None:
+            self.s.trace("drop", topic=body.topic, msg_id=body.msg_id, reason="dead_letter")
+            return
+        attrs = {**body.attrs, "dead_topic": body.topic, "dead_msg_id": body.msg_id,
+                 "dead_attempts": letter.attempts, "dead_consumer": consumer.name}
+        self.publish(now, letter.topic, attrs, body.payload)
+
+
+def _wants(wanted: Filter) -> Callable[[EventBody], bool]:
+    def matches(body: EventBody) -> bool:
+        return wanted.matches(body.attrs)
+    return matches
+
+
+__all__ = ["LEASE_INTERVALS", "ConsumerRoots", "Hosted"]
