@@ -12,6 +12,7 @@ from overlay.core.effects import Deliver
 from overlay.core.storage import SyncPolicy
 from overlay.sim.scenarios.chord_world import sim_address
 from scribe.consumers import ConsumerConfig
+from scribe.durability import MemoryLogs
 from tests.scribe.test_durable_sim import World, build
 
 TOPIC = "tasks"
@@ -91,3 +92,65 @@ def test_the_consumer_survives_its_roots_crash_through_the_replicas_copy() -> No
     assert len(published) >= 35  # (publishes in flight at the crash retry to the new root)
     assert published <= set(acked)  # at least once: in flight at the crash goes again
     assert {addr for addr, _, _ in deliveries} == {sim_address(2), sim_address(7)}
+
+
+def test_the_consumer_and_its_progress_survive_a_restart_of_every_node() -> None:
+    """Half the tasks are published and acknowledged; every node crashes and restarts
+    from its disk (the consumers' progress among what it loads); the members attach
+    again and get the rest. Acknowledged tasks are not delivered again."""
+    world = build(5, 12, SyncPolicy("always"))
+    sim = world.sim
+    addrs = sorted(world.nodes)
+    members = {sim_address(2): 1, sim_address(7): 2}
+    got: list[tuple[float, str]] = []
+
+    def on_deliver(addr: str, effect: Deliver, now: float) -> None:
+        if members.get(addr) == effect.sub:
+            got.append((now, effect.event.msg_id))
+            sim.at(now + 0.05, lambda: sim.alive(addr) and sim.invoke(
+                addr, lambda core, t: core.app.durable_ack(t, effect.sub, "ack",
+                                                           (effect.event.msg_id,))))
+
+    sim.on_deliver.append(on_deliver)
+
+    def attach(at: float) -> None:
+        for addr, sub in members.items():
+            sim.at(at, lambda a=addr, s=sub: sim.invoke(
+                a, lambda core, now: core.app.durable_subscribe(now, TOPIC, "workers", s, "",
+                                                                CONFIG)))
+
+    attach(0.5)
+    for i in range(40):
+        at = 8.0 + 0.1 * i if i < 20 else 30.0 + 0.1 * (i - 20)
+        sim.at(at, lambda a=addrs[(3 * i) % 12], i=i: sim.alive(a) and sim.invoke(
+            a, lambda core, now: core.app.publish(now, TOPIC, {"i": i}, b"task",
+                                                  f"{i + 1:032x}", reliable=True)))
+
+    def crash_all() -> None:
+        for addr in addrs:
+            sim.crash(addr)
+
+    def restart_all() -> None:
+        for i, addr in enumerate(addrs):
+            node = world.node(addr)
+            sim.add_node(node, node.node_hex)
+            disk = sim.storage(addr)
+            assert isinstance(disk, MemoryLogs)
+            logs, consumers = disk.load(), disk.consumers()
+            sim.invoke(addr, lambda core, now, r=logs, c=consumers: core.app.restore(
+                now, r, consumers=c))
+            if i == 0:
+                sim.invoke(addr, lambda core, now: core.create(now))
+            else:
+                sim.at(sim.now + 0.05 * i, lambda a=addr: sim.invoke(
+                    a, lambda core, now: core.join(now, [addrs[0]])))
+
+    sim.at(15.0, crash_all)  # the first twenty acknowledged long before
+    sim.at(16.0, restart_all)
+    attach(22.0)
+    sim.run(until=60.0)
+    before = {m for t, m in got if t < 15.0}
+    after = [m for t, m in got if t > 16.0]
+    assert len(before) == 20
+    assert set(after) == {f"{i + 1:032x}" for i in range(20, 40)}  # the rest, and only
+    assert len(after) == len(set(after))
