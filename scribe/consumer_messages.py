@@ -14,7 +14,7 @@ from typing import Any
 
 from chord.kbr import NodeRef
 from overlay.core.messages import message
-from overlay.core.pubsub import check_msg_id, check_topic
+from overlay.core.pubsub import check_msg_id
 from scribe.consumers import MAX_FETCH, ConsumerConfig, ConsumerError, Progress
 from scribe.messages import MAX_BATCH, MAX_REASON, EventBody, _TopicMessage
 
@@ -204,4 +204,4 @@ class ConsumerSync(_ConsumerMessage):
 
 __all__ = ["ACK_OPS", "MAX_ACK_IDS", "MAX_NAME_CHARS", "ConsumerAck", "ConsumerAttach",
            "ConsumerAttached", "ConsumerDeliver", "ConsumerDetach", "ConsumerFetch",
-           "ConsumerSync", "check_name", "check_topic"]
+           "ConsumerSync", "check_name"]

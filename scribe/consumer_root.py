@@ -183,9 +183,10 @@ class ConsumerRoots:
                                                       hosted.filter_text))
 
     def next_deadline(self) -> float | None:
-        times = [t for h in self.hosted.values() for t in h.leases.values()]
-        times += [d for h in self.hosted.values()
-                  if (d := h.consumer.next_deadline()) is not None]
+        """The soonest of the consumers' own deadlines (ack waits, fetch waits, nak
+        delays). Leases are coarse: the maintenance tick, every heartbeat interval while
+        a consumer is hosted, expires them."""
+        times = [d for h in self.hosted.values() if (d := h.consumer.next_deadline()) is not None]
         return min(times) if times else None
 
     def delete(self, now: float, topic: str, name: str) -> bool:
@@ -220,14 +221,9 @@ class ConsumerRoots:
         for key in [k for k in self.copies if k[0] == topic and k not in self.hosted]:
             progress, filter_text = self.copies.pop(key)
             try:
-                wanted = parse(filter_text)
+                self._resume(key, progress, filter_text)
             except FilterSyntaxError:
                 continue  # checked where it was made: a damaged copy
-            log = self.root_log(topic)
-            events = [] if log is None else [body for _, (_, body) in log.events.items()]
-            consumer = Consumer.resume(topic, key[1], progress, self._event_log(topic),
-                                       _wants(wanted), events)
-            self._host(key, Hosted(consumer, filter_text))
 
     # -- steps ----------------------------------------------------------------------------------
 
@@ -259,22 +255,22 @@ class ConsumerRoots:
         return event
 
     def _create(self, now: float, key: Key, msg: ConsumerAttach) -> Hosted:
-        wanted = parse(msg.filter)
-        topic = key[0]
+        """A new consumer: every event the root retains is pending (resuming from
+        nothing, the floor goes up to the first one held)."""
+        return self._resume(key, Progress(msg.settings, 0, (), (), 0), msg.filter)
+
+    def _resume(self, key: Key, progress: Progress, filter_text: str) -> Hosted:
+        """Host the consumer ``progress`` describes, with the root's log offered again
+        (FilterSyntaxError for a filter that does not parse)."""
+        topic, name = key
+        wanted = parse(filter_text)
         log = self.root_log(topic)
         events = [] if log is None else [body for _, (_, body) in log.events.items()]
-        floor = 0 if not events else (events[0].seq or 1) - 1
-        counter = self.s.seq.get(topic, 0)
-        progress = Progress(msg.settings, floor, (), (), max(counter, floor))
-        consumer = Consumer.resume(topic, key[1], progress, self._event_log(topic),
+        consumer = Consumer.resume(topic, name, progress, self._event_log(topic),
                                    _wants(wanted), events)
-        hosted = Hosted(consumer, msg.filter)
-        self._host(key, hosted)
+        hosted = self.hosted[key] = Hosted(consumer, filter_text)
+        self._by_topic.setdefault(topic, set()).add(name)
         return hosted
-
-    def _host(self, key: Key, hosted: Hosted) -> None:
-        self.hosted[key] = hosted
-        self._by_topic.setdefault(key[0], set()).add(key[1])
 
     def _carry_out(self, now: float, hosted: Hosted, actions: list[Action]) -> None:
         if not actions:

@@ -22,6 +22,7 @@ copying it to the replicas, the member messages and the API) builds on this.
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -227,6 +228,7 @@ class Consumer:
     _done: set[int] = field(default_factory=set)
     _ready: list[int] = field(default_factory=list)
     _not_before: dict[int, float] = field(default_factory=dict)
+    #: In the order they were handed out, which is also their deadlines' order.
     _inflight: dict[int, _InFlight] = field(default_factory=dict)
     _attempts: dict[int, int] = field(default_factory=dict)
     _members: dict[Member, _MemberState] = field(default_factory=dict)
@@ -317,8 +319,10 @@ class Consumer:
         """Time passed: redeliver what waited past ``ack_wait``, answer fetches whose
         wait ran out, deliver events whose nak delay is over."""
         actions: list[Action] = []
-        for seq in sorted(s for s, f in self._inflight.items() if f.deadline <= now):
-            flight = self._inflight.pop(seq)
+        due = list(itertools.takewhile(lambda item: item[1].deadline <= now,
+                                       self._inflight.items()))
+        for seq, flight in sorted(due, key=lambda item: item[0]):
+            del self._inflight[seq]
             self._members[flight.member].inflight -= 1
             actions += self._again(now, seq, flight.attempt, now)
         for request in [f for f in self._fetches if f.until <= now]:
@@ -327,7 +331,9 @@ class Consumer:
         return actions + self._dispatch(now)
 
     def next_deadline(self) -> float | None:
-        times = [f.deadline for f in self._inflight.values()]
+        # In-flight entries go in as ``now + ack_wait`` with ``now`` never going back: in
+        # insertion order, their deadlines are too, and the first one is the soonest.
+        times = [next(iter(self._inflight.values())).deadline] if self._inflight else []
         times += [f.until for f in self._fetches]
         if self._members or self._fetches:
             times += list(self._not_before.values())
@@ -503,18 +509,5 @@ class Consumer:
         return Record(ev, tuple(fields.items()))
 
 
-def seqs_of(actions: Iterable[Action]) -> list[tuple[str, int, int]]:
-    """(member node, seq, attempt) of every delivery among ``actions``, in order (fetch
-    answers included): what tests and traces read."""
-    found: list[tuple[str, int, int]] = []
-    for action in actions:
-        if isinstance(action, Deliver):
-            found.append((action.member.node, action.body.seq or 0, action.attempt))
-        elif isinstance(action, FetchAnswer):
-            found += [(action.member.node, body.seq or 0, attempt)
-                      for body, attempt in action.events]
-    return found
-
-
 __all__ = ["Action", "Consumer", "ConsumerConfig", "ConsumerError", "DeadLetter", "Deliver",
-           "EventLog", "FetchAnswer", "Member", "Progress", "Record", "Wants", "seqs_of"]
+           "EventLog", "FetchAnswer", "Member", "Progress", "Record", "Wants"]

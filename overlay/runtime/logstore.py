@@ -37,6 +37,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import cbor2
 import trio
@@ -58,6 +59,8 @@ from scribe.durability import (
 from scribe.messages import EventBody
 
 log = logging.getLogger("overlay.storage")
+
+T = TypeVar("T")
 
 #: Bumped when the schema changes; a file of another version is refused.
 SCHEMA_VERSION = 1
@@ -279,22 +282,13 @@ class LogStore:
         rows = self._db.execute("SELECT topic, name, body, crc FROM consumers "
                                 "ORDER BY topic, name").fetchall()
         for topic, name, data, crc in rows:
-            problem = None
-            if not isinstance(data, bytes) or zlib.crc32(data) != crc:
-                problem = f"consumer {name}: checksum mismatch"
-            else:
-                try:
-                    wire, filter_text = cbor2.loads(data)
-                    progress = Progress.from_wire(wire)
-                    if type(filter_text) is not str:
-                        raise TypeError("the filter is text")
-                except Exception as exc:  # any decoding or checking failure is damage
-                    problem = f"consumer {name}: undecodable ({type(exc).__name__})"
-            if problem is not None:
-                report.dropped.append((topic, problem))
+            found = _checked_row(data, crc, f"consumer {name}", _decode_consumer)
+            if isinstance(found, str):
+                report.dropped.append((topic, found))
                 self._db.execute("DELETE FROM consumers WHERE topic = ? AND name = ?",
                                  (topic, name))
                 continue
+            progress, filter_text = found
             report.consumers.append(RestoredConsumer(topic, name, progress, filter_text))
 
     def _load_topic(self, topic: str, counter: int, complete_from: int, loaded_at: float
@@ -325,18 +319,34 @@ def _encode_body(body: EventBody) -> bytes:
     return cbor2.dumps((body.msg_id, body.attrs, body.payload, body.publisher, body.ts))
 
 
+def _checked_row(data: object, crc: int, what: str, decode: Callable[[Any], T]) -> T | str:
+    """A stored row's CBOR decoded and checked by ``decode``, or what is wrong with it
+    (``what``: the row, for the report). Any decoding or checking failure is damage."""
+    if not isinstance(data, bytes) or zlib.crc32(data) != crc:
+        return f"{what}: checksum mismatch"
+    try:
+        return decode(cbor2.loads(data))
+    except Exception as exc:  # any decoding or checking failure is damage
+        return f"{what}: undecodable ({type(exc).__name__})"
+
+
+def _decode_consumer(row: Any) -> tuple[Progress, str]:
+    wire, filter_text = row
+    if type(filter_text) is not str:
+        raise TypeError("the filter is text")
+    return Progress.from_wire(wire), filter_text
+
+
 def _checked_body(topic: str, seq: int, msg_id: str, data: bytes, crc: int
                   ) -> EventBody | str:
     """The stored event, or what is wrong with it."""
-    if not isinstance(data, bytes) or zlib.crc32(data) != crc:
-        return f"event {seq}: checksum mismatch"
-    try:
-        stored_id, attrs, payload, publisher, ts = cbor2.loads(data)
+    def decode(row: Any) -> EventBody:
+        stored_id, attrs, payload, publisher, ts = row
         # EventBody checks every field as it does a peer's (a ValueError if one is bad).
-        body = EventBody(topic, stored_id, seq, attrs, payload, publisher, ts)
-    except Exception as exc:  # any decoding or checking failure is damage
-        return f"event {seq}: undecodable ({type(exc).__name__})"
-    if body.msg_id != msg_id:
+        return EventBody(topic, stored_id, seq, attrs, payload, publisher, ts)
+
+    body = _checked_row(data, crc, f"event {seq}", decode)
+    if isinstance(body, EventBody) and body.msg_id != msg_id:
         return f"event {seq}: does not match its row"
     return body
 

@@ -4,20 +4,23 @@ members leaving, push round robin, fetch with and without wait."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pytest
 
 from scribe.consumers import (
     MAX_FETCH,
     MAX_INFLIGHT_LIMIT,
+    Action,
     Consumer,
     ConsumerConfig,
     ConsumerError,
     DeadLetter,
+    Deliver,
     FetchAnswer,
     Member,
     Progress,
     Record,
-    seqs_of,
 )
 from scribe.messages import EventBody
 
@@ -26,6 +29,19 @@ A, B = Member("a", 1), Member("b", 7)
 
 def body(seq: int, kind: str = "job") -> EventBody:
     return EventBody("tasks", f"{seq:04x}", seq, {"kind": kind}, b"p", "01", float(seq))
+
+
+def seqs_of(actions: Iterable[Action]) -> list[tuple[str, int, int]]:
+    """(member node, seq, attempt) of every delivery among ``actions``, in order (fetch
+    answers included)."""
+    found: list[tuple[str, int, int]] = []
+    for action in actions:
+        if isinstance(action, Deliver):
+            found.append((action.member.node, action.body.seq or 0, action.attempt))
+        elif isinstance(action, FetchAnswer):
+            found += [(action.member.node, body.seq or 0, attempt)
+                      for body, attempt in action.events]
+    return found
 
 
 def consumer(**settings: object) -> tuple[Consumer, dict[int, EventBody]]:

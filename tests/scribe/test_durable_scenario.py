@@ -16,24 +16,17 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from chord.config import ChordConfig
-from chord.node import ChordNode
-from chord.oracle import build_tables
 from overlay.core.effects import Deliver, Notice
 from overlay.core.storage import SyncPolicy
 from overlay.sim.engine import Simulator
 from overlay.sim.scenarios.chord_world import sim_address
 from scribe.app import ScribeApp
-from scribe.config import ScribeConfig
 from scribe.durability import MemoryLogs
+from tests.scribe.test_durable_sim import World, place_nodes
 
 NODES = 300
 TOPICS = tuple(f"topic-{i}" for i in range(10))
 APPS_PER_TOPIC = 4
-CHORD = ChordConfig(bits=32, stabilize_interval=0.5, fix_fingers_interval=0.5,
-                    check_predecessor_interval=0.5)
-SCRIBE = ScribeConfig(durable=True, heartbeat_interval=0.5, parent_timeout=1.8,
-                      retain_count=100_000, retain_seconds=100_000.0)
 STREAM_AT = 8.0
 #: The roots and replicas of three topics crash here, and come back 2 s later.
 GROUP_CRASH_AT = 14.0
@@ -55,20 +48,13 @@ class Subscriber:
 
 
 @dataclass
-class Scenario:
-    sim: Simulator
-    nodes: dict[str, ChordNode] = field(default_factory=dict)
+class Scenario(World):
+    """test_durable_sim's world (its node settings), with applications subscribed."""
+
     subscribers: list[Subscriber] = field(default_factory=list)
     #: (addr, sub id) -> the subscriber it serves.
     handles: dict[tuple[str, int], Subscriber] = field(default_factory=dict)
-    acked: set[tuple[str, str]] = field(default_factory=set)
     next_sub: int = 1
-
-    def node(self, addr: str) -> ChordNode:
-        node = ChordNode(addr, self.sim.node_rng(addr), CHORD)
-        node.app = ScribeApp(node, SCRIBE)
-        self.nodes[addr] = node
-        return node
 
     def subscribe(self, sub: Subscriber, replay: bool) -> None:
         sid, self.next_sub = self.next_sub, self.next_sub + 1
@@ -107,7 +93,7 @@ def build(seed: int, sync: SyncPolicy) -> Scenario:
 
     def on_notice(addr: str, notice: Notice, now: float) -> None:
         if notice.kind == "published":
-            world.acked.add((notice.data["topic"], notice.data["msg_id"]))
+            world.acked[(notice.data["topic"], notice.data["msg_id"])] = notice.data["seq"]
 
     def on_deliver(addr: str, effect: Deliver, now: float) -> None:
         sub = world.handles.get((addr, effect.sub))
@@ -119,12 +105,7 @@ def build(seed: int, sync: SyncPolicy) -> Scenario:
 
     sim.on_notice.append(on_notice)
     sim.on_deliver.append(on_deliver)
-    nodes = [world.node(sim_address(i)) for i in range(NODES)]
-    for node in nodes:
-        sim.add_node(node, node.node_hex, storage=MemoryLogs())
-    build_tables(nodes, 0.0)
-    for node in nodes:
-        sim.invoke(node.address, lambda core, now: None)
+    place_nodes(world, NODES)
     rng = random.Random(seed)
     addrs = sorted(world.nodes)
     for topic in TOPICS:

@@ -62,13 +62,19 @@ def build(seed: int, count: int, sync: SyncPolicy) -> World:
 
     sim.on_notice.append(on_notice)
     sim.on_deliver.append(on_deliver)
+    place_nodes(world, count)
+    return world
+
+
+def place_nodes(world: World, count: int) -> None:
+    """``count`` nodes, each with an empty disk, in a ring with exact tables."""
+    sim = world.sim
     nodes = [world.node(sim_address(i)) for i in range(count)]
     for node in nodes:
         sim.add_node(node, node.node_hex, storage=MemoryLogs())
     build_tables(nodes, 0.0)
     for node in nodes:
         sim.invoke(node.address, lambda core, now: None)
-    return world
 
 
 def publish_stream(world: World, start: float, count: int) -> None:
