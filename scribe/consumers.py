@@ -193,6 +193,7 @@ class _InFlight:
     member: Member
     deadline: float
     attempt: int
+    msg_id: str
 
 
 @dataclass
@@ -279,7 +280,7 @@ class Consumer:
         flight = self._take(member, seq)
         self._finish(seq)
         return [self.trace("ack", topic=self.topic, durable=self.name, seq=seq,
-                           attempt=flight.attempt, member=member.node),
+                           msg_id=flight.msg_id, attempt=flight.attempt, member=member.node),
                 *self._dispatch(now)]
 
     def nak(self, now: float, member: Member, seq: int, delay: float = 0.0) -> list[Action]:
@@ -295,7 +296,7 @@ class Consumer:
         flight = self._take(member, seq)
         self._finish(seq)
         return [self.trace("term", topic=self.topic, durable=self.name, seq=seq,
-                           attempt=flight.attempt, member=member.node),
+                           msg_id=flight.msg_id, attempt=flight.attempt, member=member.node),
                 *self._dispatch(now)]
 
     def fetch(self, now: float, member: Member, fetch_id: int, count: int,
@@ -465,7 +466,8 @@ class Consumer:
             attempt = self._attempts.get(seq, 0) + 1
             if self.config.ack:
                 self._attempts[seq] = attempt
-                self._inflight[seq] = _InFlight(member, now + self.config.ack_wait, attempt)
+                self._inflight[seq] = _InFlight(member, now + self.config.ack_wait, attempt,
+                                                body.msg_id)
                 self._members[member].inflight += 1
             else:
                 self._finish(seq)

@@ -86,7 +86,7 @@ def test_an_acknowledged_event_is_not_delivered_again() -> None:
     c.attach(0.0, A)
     publish(c, log, 1.0, 1, 2)
     assert records(c.ack(2.0, A, 1), "ack") == [
-        {"topic": "tasks", "durable": "workers", "seq": 1, "attempt": 1, "member": "a"}]
+        {"topic": "tasks", "durable": "workers", "seq": 1, "msg_id": "0001", "attempt": 1, "member": "a"}]
     assert c.ack_floor == 1 and c.next_deadline() == 6.0  # seq 2 still in flight
     with pytest.raises(ConsumerError, match="not in flight"):
         c.ack(2.5, A, 1)  # twice
