@@ -126,10 +126,16 @@ class StorageError(RequestError):
     ``msg_id``)."""
 
 
+class Conflict(RequestError):
+    """``conflict``: a durable subscribe named a consumer that exists with another filter
+    or other settings."""
+
+
 _ERRORS: dict[str, type[RequestError]] = {
     "bad_filter": BadFilter, "unknown_sub": UnknownSub, "not_ready": NotReady,
     "overloaded": Overloaded, "unsupported_version": UnsupportedVersion,
     "too_large": TooLarge, "timeout": Timeout, "storage_error": StorageError,
+    "conflict": Conflict,
 }
 
 

@@ -41,6 +41,8 @@ from scribe.consumer_messages import (
     ConsumerDeliver,
     ConsumerDetach,
     ConsumerFetch,
+    ConsumerQuery,
+    ConsumerReport,
     ConsumerSync,
     check_name,
 )
@@ -90,7 +92,8 @@ class ScribeApp:
 
     #: Scribe retains and numbers a topic's events, serves anycast groups, and says
     #: when a subscription is in effect (``subscribed``).
-    capabilities = Capabilities(replay=True, groups=True, settles=True, numbered=True)
+    capabilities = Capabilities(replay=True, groups=True, settles=True, numbered=True,
+                                durable=True)
 
     def __init__(self, host: KbrHost, config: ScribeConfig | None = None) -> None:
         # The parts talk through interfaces given at construction: membership tells the
@@ -148,6 +151,8 @@ class ScribeApp:
             ConsumerSync: self.consumers.on_sync,
             ConsumerAttached: self.members.on_attached,
             ConsumerDeliver: self.members.on_deliver,
+            ConsumerQuery: lambda now, m: self.consumers.on_query(now, m, routed=False),
+            ConsumerReport: self.members.on_report,
         }
 
     @property
@@ -188,8 +193,12 @@ class ScribeApp:
         self._announce_in_effect(now)
 
     def unsubscribe(self, now: float, sub_id: int, reason: str = "client") -> None:
-        """End a local subscription. Raises ``UnknownSubscriptionError``."""
+        """End a local subscription (a durable one: detach it from its consumer). Raises
+        ``UnknownSubscriptionError``."""
         check_unsubscribe_reason(reason)
+        if sub_id in self.members.subs:
+            self.members.detach(now, sub_id)
+            return
         s = self.state
         sub = s.subs.remove(sub_id)
         s.timers.cancel(("expire", sub_id))
@@ -210,13 +219,15 @@ class ScribeApp:
 
     def publish(self, now: float, topic: str, attrs: Mapping[str, AttrValue],
                 payload: bytes = b"", msg_id: str | None = None,
-                ts: float | None = None, reliable: bool = True) -> str:
+                ts: float | None = None, reliable: bool = True,
+                ttl: float | None = None) -> str:
         """Publish an event; returns its msg_id (``msg_id`` if given, else a fresh random
-        one). ``ts``: publish time to carry (default ``now``). Reliable: a ``published``
+        one). ``ts``: publish time to carry (default: the wall clock at ``now``);
+        ``ttl``: seconds after ``ts`` it may be delivered. Reliable: a ``published``
         notice follows once the root numbered it and its replicas hold it (until then
         the event is sent again every ``publish_retry``). Raises ``ValueError``
         for bad input."""
-        msg_id = self.publishing.publish(now, topic, attrs, payload, msg_id, ts, reliable)
+        msg_id = self.publishing.publish(now, topic, attrs, payload, msg_id, ts, reliable, ttl)
         if self._settling:  # as after a delivery: this node may have become the root
             self._announce_in_effect(now)
         return msg_id
@@ -260,6 +271,16 @@ class ScribeApp:
 
     def durable_unsubscribe(self, now: float, sub_id: int) -> None:
         self.members.detach(now, sub_id)
+
+    def consumers_query(self, now: float, query_id: int, topic: str, name: str | None = None,
+                        delete: bool = False) -> None:
+        """Ask ``topic``'s root for its durable consumers (``name``: that one), deleting
+        ``name`` first with ``delete``; a ``consumers`` notice answers (none when the
+        root cannot be reached: the caller bounds its wait)."""
+        check_topic(topic)
+        if name is not None:
+            check_name(name)
+        self.members.query(now, query_id, topic, name, delete)
 
     def _publish_dead_letter(self, now: float, topic: str, attrs: Mapping[str, AttrValue],
                              payload: bytes) -> None:
@@ -330,6 +351,8 @@ class ScribeApp:
             self.consumers.on_fetch(now, msg, routed=True)
         elif isinstance(msg, ConsumerDetach):
             self.consumers.on_detach(now, msg, routed=True)
+        elif isinstance(msg, ConsumerQuery):
+            self.consumers.on_query(now, msg, routed=True)
 
     def on_direct(self, now: float, src: str, msg: Message) -> None:
         handler = self._direct.get(type(msg))
@@ -339,9 +362,11 @@ class ScribeApp:
                 self._announce_in_effect(now)
 
     def on_unreachable(self, now: float, dest: str, msg: Message) -> None:
-        if isinstance(msg, ConsumerAttach | ConsumerAck | ConsumerFetch | ConsumerDetach):
+        if isinstance(msg, ConsumerAttach | ConsumerAck | ConsumerFetch | ConsumerDetach
+                      | ConsumerQuery):
             self.members.on_unreachable(now, dest, msg)
-        elif not isinstance(msg, ConsumerDeliver | ConsumerAttached | ConsumerSync):
+        elif not isinstance(msg, ConsumerDeliver | ConsumerAttached | ConsumerSync
+                            | ConsumerReport):
             # (A member's node gone: its lease runs out. A replica gone: the ring's.)
             self.repair.on_unreachable(now, dest, msg)
 

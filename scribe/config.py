@@ -23,6 +23,9 @@ class TopicRetention:
     #: Events younger than this are kept beyond ``count`` and ``bytes`` (one value for
     #: every topic: ``retain_min_age``).
     min_age: float
+    #: ``ScribeConfig.clock_offset``: an event's ``ttl`` ends on the wall clock (not a
+    #: bound: two retentions with the same bounds are equal).
+    clock_offset: float = field(default=0.0, compare=False)
 
     def limits(self) -> dict[str, int | float]:
         """The three bounds as ``status.logs`` shows them."""
@@ -120,6 +123,11 @@ class ScribeConfig:
     #: The size model of the overlay's ``max_frame`` (set by the daemon from
     #: ``[limits]``, not a protocol setting): bounds the messages that carry events.
     sizes: SizeLimits = field(default_factory=SizeLimits)
+    #: Wall-clock seconds (the clock of events' ``ts``) minus the core's ``now`` at the
+    #: same instant: set by the daemon as it starts its node (its ``now`` is trio's
+    #: clock); 0 in the simulator, where both are simulated time. An event's ``ttl``
+    #: counts on the wall clock (``ScribeState.wall``).
+    clock_offset: float = 0.0
     #: Topic -> its retention, once looked up (the hot path trims at every event).
     _retention_of: dict[str, TopicRetention] = field(
         default_factory=dict, init=False, repr=False, compare=False)
@@ -142,7 +150,7 @@ class ScribeConfig:
             count = count if rule.count is None else rule.count
             size = size if rule.bytes is None else rule.bytes
             seconds = seconds if rule.seconds is None else float(rule.seconds)
-        return TopicRetention(count, size, seconds, self.retain_min_age)
+        return TopicRetention(count, size, seconds, self.retain_min_age, self.clock_offset)
 
     def takeover_window(self) -> float:
         if self.takeover_wait is not None:

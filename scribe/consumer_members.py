@@ -15,15 +15,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from chord.kbr import NodeRef
+from overlay.core.limits import batches
 from overlay.core.messages import Message
-from overlay.core.pubsub import DeliveredEvent
+from overlay.core.pubsub import DeliveredEvent, UnknownSubscriptionError
 from scribe.consumer_messages import (
+    MAX_ACK_IDS,
     ConsumerAck,
     ConsumerAttach,
     ConsumerAttached,
     ConsumerDeliver,
     ConsumerDetach,
     ConsumerFetch,
+    ConsumerQuery,
+    ConsumerReport,
 )
 from scribe.consumers import ConsumerConfig
 from scribe.state import ScribeState
@@ -65,14 +69,40 @@ class DurableMembers:
 
     def ack(self, now: float, sub_id: int, op: str, msg_ids: tuple[str, ...],
             delay: float = 0.0) -> None:
-        durable = self.subs[sub_id]
-        self._to_root(now, durable, ConsumerAck(durable.topic, durable.name, self.s.me, sub_id,
-                                                op, msg_ids, delay))
+        """``op`` on ``msg_ids``, in as many messages as their bytes need. Raises
+        UnknownSubscriptionError, ValueError (a consumer without ``ack``)."""
+        durable = self.get(sub_id)
+        if not durable.config.ack:
+            raise ValueError(f"consumer {durable.name!r} does not take acknowledgements: "
+                             "it was made with ack false")
+        for run in batches(msg_ids, _msg_id_cost, self.s.config.sizes.batch_bytes, MAX_ACK_IDS):
+            self._to_root(now, durable, ConsumerAck(durable.topic, durable.name, self.s.me,
+                                                    sub_id, op, tuple(run), delay))
 
     def fetch(self, now: float, sub_id: int, fetch_id: int, count: int, wait: float) -> None:
-        durable = self.subs[sub_id]
+        """Raises UnknownSubscriptionError, ValueError (not a pull consumer)."""
+        durable = self.get(sub_id)
+        if not durable.config.pull:
+            raise ValueError(f"consumer {durable.name!r} pushes its events: fetch is for "
+                             "pull consumers")
         self._to_root(now, durable, ConsumerFetch(durable.topic, durable.name, self.s.me,
                                                   sub_id, fetch_id, count, wait))
+
+    def query(self, now: float, query_id: int, topic: str, name: str | None,
+              delete: bool) -> None:
+        """Ask ``topic``'s root about its consumers; a ``consumers`` notice answers."""
+        self.s.host.route(now, self.s.mid(topic),
+                          ConsumerQuery(topic, self.s.me, query_id, name, delete))
+
+    def on_report(self, now: float, msg: ConsumerReport) -> None:
+        self.s.host.notice("consumers", query_id=msg.query_id, topic=msg.topic,
+                           consumers=[dict(item) for item in msg.consumers], more=msg.more)
+
+    def get(self, sub_id: int) -> DurableSub:
+        durable = self.subs.get(sub_id)
+        if durable is None:
+            raise UnknownSubscriptionError(sub_id)
+        return durable
 
     def tick(self, now: float) -> None:
         """Renew every attachment's lease."""
@@ -85,8 +115,14 @@ class DurableMembers:
             return
         durable.root = msg.root
         durable.refused = msg.error
-        if msg.error is not None:
-            self.s.host.notice("consumer_refused", sub=msg.sub, error=msg.error)
+        if msg.error is None:
+            # In effect: events of the consumer may come from now on (the API's
+            # subscribe reply waits for this, as for a tree's ``subscribed``).
+            self.s.host.notice("subscribed", topic=msg.topic, sub=msg.sub)
+        else:
+            del self.subs[msg.sub]
+            self.s.host.notice("consumer_refused", sub=msg.sub, code=msg.code,
+                               error=msg.error)
 
     def on_deliver(self, now: float, msg: ConsumerDeliver) -> None:
         durable = self.subs.get(msg.sub)
@@ -125,6 +161,11 @@ class DurableMembers:
             self.s.send(durable.root, msg)
         else:
             self.s.host.route(now, self.s.mid(durable.topic), msg)
+
+
+def _msg_id_cost(msg_id: str) -> int:
+    """Bytes a msg_id takes in an acknowledgement (its text and CBOR header)."""
+    return len(msg_id) + 2
 
 
 __all__ = ["DurableMembers", "DurableSub"]

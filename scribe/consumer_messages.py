@@ -15,7 +15,14 @@ from typing import Any
 from chord.kbr import NodeRef
 from overlay.core.messages import message
 from overlay.core.pubsub import check_msg_id
-from scribe.consumers import MAX_FETCH, ConsumerConfig, ConsumerError, Progress
+from scribe.consumers import (
+    MAX_DELAY,
+    MAX_FETCH,
+    MAX_FETCH_WAIT,
+    ConsumerConfig,
+    ConsumerError,
+    Progress,
+)
 from scribe.messages import MAX_BATCH, MAX_REASON, EventBody, _TopicMessage
 
 #: Characters of a durable consumer's name.
@@ -23,6 +30,12 @@ MAX_NAME_CHARS = 256
 #: Most msg_ids one acknowledgement carries.
 MAX_ACK_IDS = 1024
 ACK_OPS = ("ack", "nak", "term")
+#: Why a root refuses or ends an attachment: the consumer exists with other settings or
+#: another filter; its settings or filter are not valid; it was deleted.
+REFUSALS = ("conflict", "invalid", "deleted")
+#: Most consumers one report lists; the root also bounds a report by bytes
+#: (``report_cost``), leaving the rest out and saying so (``more``).
+MAX_REPORTED = 4096
 
 
 def check_name(name: str) -> None:
@@ -78,20 +91,24 @@ class ConsumerAttach(_ConsumerMessage):
 
 @message("scribe.consumer_attached")
 class ConsumerAttached(_ConsumerMessage):
-    """The root has ``sub`` attached (``error`` None), or refuses it (``error``: why, e.g.
-    the consumer exists with other settings)."""
+    """The root has ``sub`` attached (``error`` None), or refuses or ends it (``error``:
+    why, ``code``: one of REFUSALS)."""
 
     topic: str
     name: str
     sub: int
     root: NodeRef
     error: str | None = None
+    code: str | None = None
 
     def __post_init__(self) -> None:
         _ConsumerMessage.__post_init__(self)
         check_sub(self.sub)
         if self.error is not None and len(self.error) > MAX_REASON:
             raise ValueError(f"an error is at most {MAX_REASON} characters")
+        if (self.code is None) != (self.error is None) or \
+                (self.code is not None and self.code not in REFUSALS):
+            raise ValueError(f"a refusal has an error and a code, one of {REFUSALS}")
 
 
 @message("scribe.consumer_detach")
@@ -128,7 +145,7 @@ class ConsumerAck(_ConsumerMessage):
             raise ValueError(f"1 to {MAX_ACK_IDS} msg_ids")
         for msg_id in self.msg_ids:
             check_msg_id(msg_id)
-        if not 0 <= self.delay <= 86_400:
+        if not 0 <= self.delay <= MAX_DELAY:
             raise ValueError("delay is within [0, 86400] seconds")
 
 
@@ -150,7 +167,7 @@ class ConsumerFetch(_ConsumerMessage):
         check_sub(self.fetch_id)
         if not 1 <= self.count <= MAX_FETCH:
             raise ValueError(f"count is within [1, {MAX_FETCH}]")
-        if not 0 <= self.wait <= 3_600:
+        if not 0 <= self.wait <= MAX_FETCH_WAIT:
             raise ValueError("wait is within [0, 3600] seconds")
 
 
@@ -181,6 +198,60 @@ class ConsumerDeliver(_ConsumerMessage):
             raise ValueError("a push carries events")
 
 
+@message("scribe.consumer_query")
+class ConsumerQuery(_TopicMessage):
+    """From a node whose application asks about ``topic``'s durable consumers, routed to
+    the root: report them (``name`` None: all, else that one), or delete ``name`` first
+    (``delete``) and report what it was."""
+
+    topic: str
+    asker: NodeRef
+    query_id: int
+    name: str | None = None
+    delete: bool = False
+
+    def __post_init__(self) -> None:
+        _TopicMessage.__post_init__(self)
+        check_sub(self.query_id)
+        if self.name is not None:
+            check_name(self.name)
+        if self.delete and self.name is None:
+            raise ValueError("a delete names its consumer")
+
+
+@message("scribe.consumer_report")
+class ConsumerReport(_TopicMessage):
+    """The root's answer to a :class:`ConsumerQuery`: per consumer a map of its figures
+    (``Consumer.stats``, its settings, its filter), by name; ``more``: some left out."""
+
+    topic: str
+    query_id: int
+    consumers: tuple[Any, ...]
+    more: bool = False
+
+    def __post_init__(self) -> None:
+        _TopicMessage.__post_init__(self)
+        check_sub(self.query_id)
+        if len(self.consumers) > MAX_REPORTED:
+            raise ValueError(f"a report lists at most {MAX_REPORTED} consumers")
+        for item in self.consumers:
+            if not isinstance(item, dict) or set(item) != set(REPORT_FIELDS):
+                raise ValueError(f"a consumer's report has the fields {REPORT_FIELDS}")
+            check_name(item["durable"])
+
+
+def report_cost(name: str, filter_text: str) -> int:
+    """A bound on the bytes one consumer takes in a report: its name, its filter, and
+    the CBOR of its other fields."""
+    return len(name.encode()) + len(filter_text.encode()) + 384
+
+
+#: The fields of one consumer in a :class:`ConsumerReport` (docs/API.md, ``consumers``).
+REPORT_FIELDS = ("durable", "filter", "ack", "ack_wait", "max_deliver", "dead_letter",
+                 "max_inflight", "pull", "pending", "inflight", "members", "redelivered",
+                 "dead_lettered", "ack_floor")
+
+
 @message("scribe.consumer_sync")
 class ConsumerSync(_ConsumerMessage):
     """The root's copy of a consumer for a replica (``progress`` None: it was deleted)."""
@@ -202,6 +273,7 @@ class ConsumerSync(_ConsumerMessage):
             raise ValueError("a filter is text")
 
 
-__all__ = ["ACK_OPS", "MAX_ACK_IDS", "MAX_NAME_CHARS", "ConsumerAck", "ConsumerAttach",
-           "ConsumerAttached", "ConsumerDeliver", "ConsumerDetach", "ConsumerFetch",
-           "ConsumerSync", "check_name"]
+__all__ = ["ACK_OPS", "MAX_ACK_IDS", "MAX_NAME_CHARS", "MAX_REPORTED", "REFUSALS",
+           "REPORT_FIELDS", "ConsumerAck", "ConsumerAttach", "ConsumerAttached",
+           "ConsumerDeliver", "ConsumerDetach", "ConsumerFetch", "ConsumerQuery",
+           "ConsumerReport", "ConsumerSync", "check_name", "report_cost"]

@@ -19,18 +19,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from chord.kbr import NodeRef
 from matching import Filter, FilterSyntaxError, parse
+from overlay.core.limits import batches
 from overlay.core.pubsub import AttrValue
 from scribe.consumer_messages import (
+    MAX_REPORTED,
     ConsumerAck,
     ConsumerAttach,
     ConsumerAttached,
     ConsumerDeliver,
     ConsumerDetach,
     ConsumerFetch,
+    ConsumerQuery,
+    ConsumerReport,
     ConsumerSync,
+    report_cost,
 )
 from scribe.consumers import (
     Action,
@@ -44,7 +50,7 @@ from scribe.consumers import (
     Record,
 )
 from scribe.durability import DeleteConsumer, Durability, SaveConsumer
-from scribe.messages import EventBody, message_runs
+from scribe.messages import MAX_BATCH, MAX_REASON, EventBody, message_runs
 from scribe.ordering import RootLog
 from scribe.state import ScribeState
 
@@ -99,16 +105,18 @@ class ConsumerRoots:
         key = (msg.topic, msg.name)
         hosted = self.hosted.get(key)
         error = None
+        code = "invalid"
         if hosted is None:
             try:
                 hosted = self._create(now, key, msg)
             except (ConsumerError, FilterSyntaxError) as exc:
-                error = str(exc)[:200]
+                error = str(exc)[:MAX_REASON]
         elif hosted.consumer.config != msg.settings or hosted.filter_text != msg.filter:
             error = "the consumer exists with other settings or another filter"
+            code = "conflict"
         if hosted is None or error is not None:
             self.s.send(msg.member, ConsumerAttached(msg.topic, msg.name, msg.sub, self.s.me,
-                                                     error))
+                                                     error, code))
             return
         member = Member(msg.member.addr, msg.sub)
         fresh = member not in hosted.leases
@@ -151,8 +159,10 @@ class ConsumerRoots:
         if hosted is None:
             return
         try:
+            # One answer is one message: at most a message's worth of events.
             actions = hosted.consumer.fetch(now, Member(msg.member.addr, msg.sub),
-                                            msg.fetch_id, msg.count, msg.wait)
+                                            msg.fetch_id, min(msg.count, MAX_BATCH), msg.wait,
+                                            self.s.config.sizes.batch_bytes)
         except ConsumerError:
             return  # not attached (its lease ran out): it attaches again, then fetches
         self._carry_out(now, hosted, actions)
@@ -189,8 +199,26 @@ class ConsumerRoots:
         times = [d for h in self.hosted.values() if (d := h.consumer.next_deadline()) is not None]
         return min(times) if times else None
 
+    def on_query(self, now: float, msg: ConsumerQuery, routed: bool) -> None:
+        """Report ``msg.topic``'s consumers to the asker (deleting the one named first,
+        for a delete): as many as one message holds, by name."""
+        if not self._here(now, msg.topic, msg, routed):
+            return
+        names = sorted(self._by_topic.get(msg.topic, ()))
+        if msg.name is not None:
+            names = [msg.name] if msg.name in names else []
+        reports = [self._report(name, self.hosted[(msg.topic, name)]) for name in names]
+        if msg.delete:
+            for name in names:
+                self.delete(now, msg.topic, name)
+        cost = lambda item: report_cost(item["durable"], item["filter"])  # noqa: E731
+        sent = next(batches(reports, cost, self.s.config.sizes.batch_bytes, MAX_REPORTED), [])
+        self.s.send(msg.asker, ConsumerReport(msg.topic, msg.query_id, tuple(sent),
+                                              len(sent) < len(reports)))
+
     def delete(self, now: float, topic: str, name: str) -> bool:
-        """End consumer ``name`` of ``topic`` here and at the replicas."""
+        """End consumer ``name`` of ``topic`` here and at the replicas; its members are
+        told (their subscriptions end)."""
         hosted = self.hosted.pop((topic, name), None)
         if hosted is None:
             return False
@@ -198,7 +226,29 @@ class ConsumerRoots:
         self.durability.write(DeleteConsumer(topic, name))
         for replica in self.replicas_of(topic):
             self.s.send(replica, ConsumerSync(topic, name, self.s.me, None, ""))
+        for member in hosted.leases:
+            self.s.host.send_direct(member.node, ConsumerAttached(
+                topic, name, member.sub, self.s.me, "the durable consumer was deleted",
+                "deleted"))
+        self.s.trace("consumer", topic=topic, durable=name, op="delete", member=None,
+                     sub=None)
         return True
+
+    def reports(self) -> dict[str, list[dict[str, Any]]]:
+        """The consumers this node is root for, per topic (API ``status``'s
+        ``consumers``)."""
+        found: dict[str, list[dict[str, Any]]] = {}
+        for (topic, name), hosted in sorted(self.hosted.items()):
+            found.setdefault(topic, []).append(self._report(name, hosted))
+        return found
+
+    @staticmethod
+    def _report(name: str, hosted: Hosted) -> dict[str, Any]:
+        config = hosted.consumer.config
+        return {"durable": name, "filter": hosted.filter_text, "ack": config.ack,
+                "ack_wait": config.ack_wait, "max_deliver": config.max_deliver,
+                "dead_letter": config.dead_letter, "max_inflight": config.max_inflight,
+                "pull": config.pull, **hosted.consumer.stats()}
 
     # -- as a replica, and taking the root role -----------------------------------------------
 
@@ -228,7 +278,7 @@ class ConsumerRoots:
     # -- steps ----------------------------------------------------------------------------------
 
     def _here(self, now: float, topic: str, msg: ConsumerAttach | ConsumerDetach | ConsumerAck
-              | ConsumerFetch, routed: bool) -> bool:
+              | ConsumerFetch | ConsumerQuery, routed: bool) -> bool:
         """Whether this node serves ``topic``'s consumers: it is the root, or it owns the
         key (a routed message) and becomes it. A direct message to a former root goes on
         toward the key."""
@@ -247,11 +297,17 @@ class ConsumerRoots:
             return None
         return self.hosted.get((msg.topic, msg.name))
 
-    def _event_log(self, topic: str) -> Callable[[int], EventBody | None]:
-        def event(seq: int) -> EventBody | None:
+    def _event_log(self, topic: str) -> Callable[[int, float], EventBody | None]:
+        def event(seq: int, now: float) -> EventBody | None:
             log = self.root_log(topic)
             held = None if log is None else log.events.get(seq)
-            return None if held is None else held[1]
+            if held is None:
+                return None
+            body = held[1]
+            if body.ttl is not None and self.s.expired(now, body):
+                self.s.trace("drop", topic=topic, msg_id=body.msg_id, reason="too_old")
+                return None
+            return body
         return event
 
     def _create(self, now: float, key: Key, msg: ConsumerAttach) -> Hosted:

@@ -36,6 +36,9 @@ MAX_INFLIGHT = 256
 MAX_INFLIGHT_LIMIT = 65_536
 MAX_DELIVER_LIMIT = 1_000
 MAX_FETCH = 10_000
+#: Longest ``ack_wait`` and nak ``delay``, and longest fetch ``wait``, in seconds.
+MAX_DELAY = 86_400.0
+MAX_FETCH_WAIT = 3_600.0
 
 
 class ConsumerError(ValueError):
@@ -58,7 +61,7 @@ class ConsumerConfig:
         if type(self.ack) is not bool or type(self.pull) is not bool:
             raise ConsumerError("ack and pull are booleans")
         if not isinstance(self.ack_wait, int | float) or isinstance(self.ack_wait, bool) \
-                or not 0 < self.ack_wait <= 86_400:
+                or not 0 < self.ack_wait <= MAX_DELAY:
             raise ConsumerError(f"ack_wait is a number of seconds in (0, 86400], "
                                 f"got {self.ack_wait!r}")
         if type(self.max_deliver) is not int or not 1 <= self.max_deliver <= MAX_DELIVER_LIMIT:
@@ -135,8 +138,9 @@ class Record:
 
 Action = Deliver | FetchAnswer | DeadLetter | Record
 
-#: The events of the topic the consumer may read, by seq (the root's log).
-EventLog = Callable[[int], EventBody | None]
+#: The events of the topic the consumer may read, by seq, at ``now`` (the root's log:
+#: None for an event it does not hold, or whose ttl has passed).
+EventLog = Callable[[int, float], EventBody | None]
 #: Whether the consumer's filter wants an event.
 Wants = Callable[[EventBody], bool]
 
@@ -202,6 +206,9 @@ class _Fetch:
     fetch_id: int
     room: int
     until: float
+    #: Event costs (``EventBody.cost``) the answer may still carry: it goes in one
+    #: message, and on to the application in one frame.
+    room_bytes: int
 
 
 @dataclass
@@ -285,7 +292,7 @@ class Consumer:
 
     def nak(self, now: float, member: Member, seq: int, delay: float = 0.0) -> list[Action]:
         """``member`` asks for ``seq`` to be delivered again, not before ``delay`` s."""
-        if not 0 <= delay <= 86_400:
+        if not 0 <= delay <= MAX_DELAY:
             raise ConsumerError(f"delay is a number of seconds in [0, 86400], got {delay!r}")
         flight = self._take(member, seq)
         actions = self._again(now, seq, flight.attempt, now + delay)
@@ -300,15 +307,17 @@ class Consumer:
                 *self._dispatch(now)]
 
     def fetch(self, now: float, member: Member, fetch_id: int, count: int,
-              wait: float) -> list[Action]:
+              wait: float, max_bytes: int | None = None) -> list[Action]:
         """A pull: up to ``count`` events for ``member``, waiting up to ``wait`` s for the
-        first (``wait`` 0: answer at once, maybe with none)."""
+        first (``wait`` 0: answer at once, maybe with none), and events whose costs add up
+        to at most ``max_bytes`` (None: no bound; the first event always goes)."""
         self._known(member)
         if type(count) is not int or not 1 <= count <= MAX_FETCH:
             raise ConsumerError(f"max is an int in [1, {MAX_FETCH}], got {count!r}")
-        if not 0 <= wait <= 3_600:
+        if not 0 <= wait <= MAX_FETCH_WAIT:
             raise ConsumerError(f"wait is a number of seconds in [0, 3600], got {wait!r}")
-        request = _Fetch(member, fetch_id, count, now + wait)
+        request = _Fetch(member, fetch_id, count, now + wait,
+                         max_bytes if max_bytes is not None else 1 << 62)
         self._fetches.append(request)
         actions = self._dispatch(now)
         if request in self._fetches and wait == 0:
@@ -412,7 +421,7 @@ class Consumer:
 
     def _again(self, now: float, seq: int, attempt: int, not_before: float) -> list[Action]:
         """``seq`` goes back to be delivered again, or to the dead letters."""
-        body = self.log(seq)
+        body = self.log(seq, now)
         if body is None:  # retention dropped it meanwhile
             self._finish(seq)
             return []
@@ -457,12 +466,21 @@ class Consumer:
             member, request = self._next_taker()
             if member is None:
                 break
-            self._ready.pop(0)
-            self._not_before.pop(seq, None)
-            body = self.log(seq)
-            if body is None:  # retention dropped it before it was delivered
+            body = self.log(seq, now)
+            if body is None:  # retention (or its ttl) dropped it before it was delivered
+                self._ready.pop(0)
+                self._not_before.pop(seq, None)
                 self._finish(seq)
                 continue
+            if request is not None and id(request) in answers \
+                    and body.cost() > request.room_bytes:
+                # The answer is full by bytes: it goes now, the event to the next taker.
+                self._fetches.remove(request)
+                actions.append(FetchAnswer(member, request.fetch_id,
+                                           tuple(answers.pop(id(request)))))
+                continue
+            self._ready.pop(0)
+            self._not_before.pop(seq, None)
             attempt = self._attempts.get(seq, 0) + 1
             if self.config.ack:
                 self._attempts[seq] = attempt
@@ -476,6 +494,7 @@ class Consumer:
             else:
                 answers.setdefault(id(request), []).append((body, attempt))
                 request.room -= 1
+                request.room_bytes -= body.cost()
                 if request.room == 0:
                     self._fetches.remove(request)
                     actions.append(FetchAnswer(member, request.fetch_id,

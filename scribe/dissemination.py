@@ -213,7 +213,7 @@ class Dissemination:
             search = handled.searches.get(group)
             if search is not None:
                 back: list[str] = []
-                self._steer(tree, topic_subs, handled, group, search, plan, back)
+                self._steer(now, tree, topic_subs, handled, group, search, plan, back)
                 self._hand_back(handled, back, search.upstream)
         if tree is not None:
             self._send(now, tree, handled, plan)
@@ -231,7 +231,7 @@ class Dissemination:
             handled.plain_done = True
             if topic_subs is not None and deliver:
                 for sub in topic_subs.matching_plain(attrs):
-                    self.deliver_to(sub, handled)
+                    self.deliver_to(now, sub, handled)
             filtered = s.config.summaries
             for edge in tree.children.values():
                 if not filtered or edge.digest.plain_may_match(attrs):
@@ -241,20 +241,20 @@ class Dissemination:
             if group in handled.searches:
                 continue  # already being served from this node
             search = handled.searches[group] = GroupSearch(upstream)
-            self._steer(tree, topic_subs, handled, group, search, plan, back)
+            self._steer(now, tree, topic_subs, handled, group, search, plan, back)
         if plan:  # most often nobody below (a leaf, or the root of a local topic)
             self._send(now, tree, handled, plan)
         if back:
             self._hand_back(handled, back, upstream)
 
-    def _steer(self, tree: TopicTree | None, topic_subs: TopicSubscriptions | None,
+    def _steer(self, now: float, tree: TopicTree | None, topic_subs: TopicSubscriptions | None,
                handled: HandledEvent, group: str, search: GroupSearch, plan: Plan,
                back: list[str]) -> None:
         step = self.steering.next_step(tree, topic_subs, group, handled.body.attrs, search)
         if step is None:
             back.append(group)
         elif isinstance(step, Subscription):
-            self.deliver_to(step, handled)
+            self.deliver_to(now, step, handled)
         else:
             plan.setdefault(step.ref.id, (False, []))[1].append(group)
 
@@ -291,7 +291,8 @@ class Dissemination:
             for run in group_runs(groups):
                 self.s.send(upstream, AnycastBack(body.topic, body.msg_id, run, self.s.me))
 
-    def deliver_to(self, sub: Subscription, handled: HandledEvent, replay: bool = False) -> None:
+    def deliver_to(self, now: float, sub: Subscription, handled: HandledEvent,
+                   replay: bool = False) -> None:
         """Hand one event to a local subscription, unless it had it (or a later one).
         ``replay``: an event the subscription asked the root for (its record says so:
         it may predate the subscription, and is then no false delivery). A subscription
@@ -305,6 +306,9 @@ class Dissemination:
             if body.seq <= sub.last_seq:
                 return
             sub.last_seq = body.seq
+        if body.ttl is not None and s.expired(now, body):
+            s.trace("drop", topic=body.topic, msg_id=body.msg_id, reason="too_old")
+            return
         s.trace("deliver", topic=body.topic, msg_id=body.msg_id, sub=sub.sub_id,
                 hop=handled.hop, seq=body.seq, dup=False, **(_REPLAYED if replay else _PLAIN))
         s.host.deliver_local(sub.sub_id, DeliveredEvent(

@@ -21,6 +21,7 @@ from overlay.core.pubsub import (
     check_hex,
     check_msg_id,
     check_topic,
+    check_ttl,
     is_hex_id,
 )
 
@@ -83,6 +84,9 @@ class EventBody(Record):
     publisher: str
     #: Publish time the publisher's application gave.
     ts: float
+    #: Seconds after ``ts`` the event is not delivered any more (first time or again),
+    #: and leaves the logs (API ``publish``'s ``ttl``); None: no end.
+    ttl: float | None = None
 
     def __post_init__(self) -> None:
         # The checks' common outcome tested here, their calls made to raise (a body is
@@ -97,6 +101,13 @@ class EventBody(Record):
             check_attrs(self.attrs)
         if self.seq is not None and self.seq < 1:
             raise ValueError("seq starts at 1")
+        if self.ttl is not None:
+            check_ttl(self.ttl)
+
+    def expired(self, wall: float) -> bool:
+        """Whether the event's ``ttl`` has passed at wall-clock time ``wall`` (the clock
+        of ``ts``): the one rule for every place that delivers, offers or keeps it."""
+        return self.ttl is not None and self.ts + self.ttl <= wall
 
     def cost(self) -> int:
         """Bytes this event may take in a multi-event message (the size model)."""
@@ -108,7 +119,7 @@ class EventBody(Record):
         if seq < 1:
             raise ValueError("seq starts at 1")
         body: EventBody = EventBody.trusted(self.topic, self.msg_id, seq, self.attrs,
-                                            self.payload, self.publisher, self.ts)
+                                            self.payload, self.publisher, self.ts, self.ttl)
         return body
 
 

@@ -51,13 +51,15 @@ class Publishing:
 
     def publish(self, now: float, topic: str, attrs: Mapping[str, AttrValue],
                 payload: bytes = b"", msg_id: str | None = None,
-                ts: float | None = None, reliable: bool = True) -> str:
+                ts: float | None = None, reliable: bool = True,
+                ttl: float | None = None) -> str:
         """Accept an event from the local application; returns its msg_id."""
         s = self.s
         if msg_id is None:
             msg_id = format(s.host.rng.getrandbits(128), "032x")
         body = EventBody(topic, msg_id, None, dict(attrs), bytes(payload), s.me_hex,
-                         now if ts is None else float(ts))
+                         s.wall(now) if ts is None else float(ts),
+                         None if ttl is None else float(ttl))
         s.trace("publish", topic=topic, msg_id=msg_id, attrs=body.attrs, size=len(payload))
         msg = None
         if reliable:

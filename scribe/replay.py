@@ -77,12 +77,12 @@ class Replays:
                 del self.held[sub_id]
             elif now - since >= s.config.publish_give_up:  # never in effect: live flows
                 del self.held[sub_id]
-                self._release(s.subs.get(sub_id), ())
+                self._release(now, s.subs.get(sub_id), ())
         for sub_id, pending in list(self.pending.items()):
             if sub_id not in s.subs:
                 del self.pending[sub_id]
             elif now - pending.first_sent >= s.config.publish_give_up:
-                self._finish(s.subs.get(sub_id), ())
+                self._finish(now, s.subs.get(sub_id), ())
             elif now - pending.last_sent >= 2 * s.config.heartbeat_interval:
                 pending.last_sent = now
                 s.host.route(now, s.mid(pending.request.topic), pending.request)
@@ -122,23 +122,23 @@ class Replays:
         parts = pending.parts.setdefault((fill.through, fill.parts), {})
         parts[fill.part] = fill.events
         if len(parts) == fill.parts:
-            self._finish(s.subs.get(fill.sub),
+            self._finish(now, s.subs.get(fill.sub),
                          tuple(body for part in sorted(parts) for body in parts[part]))
 
-    def _finish(self, sub: Subscription, events: tuple[EventBody, ...]) -> None:
+    def _finish(self, now: float, sub: Subscription, events: tuple[EventBody, ...]) -> None:
         del self.pending[sub.sub_id]
-        self._release(sub, events)
+        self._release(now, sub, events)
 
-    def _release(self, sub: Subscription, events: tuple[EventBody, ...]) -> None:
+    def _release(self, now: float, sub: Subscription, events: tuple[EventBody, ...]) -> None:
         """Deliver the replayed ``events``, then the live ones held meanwhile."""
         tree = self.s.trees.get(sub.topic)
         hop = tree.depth if tree is not None and tree.depth is not None else 0
         queued = sub.replay_queue or []
         sub.replay_queue = None
         for body in events:
-            self.dissemination.deliver_to(sub, HandledEvent(body, hop), replay=True)
+            self.dissemination.deliver_to(now, sub, HandledEvent(body, hop), replay=True)
         for handled in sorted(queued, key=lambda h: h.body.seq or 0):
-            self.dissemination.deliver_to(sub, handled)
+            self.dissemination.deliver_to(now, sub, handled)
 
 
 __all__ = ["PendingReplay", "Replays"]

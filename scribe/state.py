@@ -12,7 +12,7 @@ from overlay.core.ids import format_id, hash_id
 from overlay.core.messages import Message
 from overlay.core.timers import Timers
 from scribe.config import ScribeConfig
-from scribe.messages import DigestWire, Disown, Heartbeat, Pull
+from scribe.messages import DigestWire, Disown, EventBody, Heartbeat, Pull
 from scribe.subscriptions import Subscriptions
 from scribe.summaries import Digest, aggregate
 from scribe.tree import ChildEdge, Role, TopicTree
@@ -56,6 +56,14 @@ class ScribeState:
 
     def hex(self, node_id: int) -> str:
         return format_id(node_id, self.bits)
+
+    def wall(self, now: float) -> float:
+        """The wall-clock time (the clock of events' ``ts``) at the core's ``now``."""
+        return now + self.config.clock_offset
+
+    def expired(self, now: float, body: EventBody) -> bool:
+        """Whether ``body``'s ttl has passed (``EventBody.expired``) at ``now``."""
+        return body.ttl is not None and body.expired(now + self.config.clock_offset)
 
     def mid(self, topic: str) -> int:
         key = self._keys.get(topic)

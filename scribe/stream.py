@@ -77,13 +77,17 @@ class Retained:
         return next(reversed(self.events)) if self.events else 0
 
     def trim(self, now: float, retention: TopicRetention) -> None:
-        """Drop the oldest events beyond the topic's ``count`` or ``bytes`` or older
-        than its ``seconds``; but not, for the count and bytes, those younger than
-        ``min_age``."""
+        """Drop the oldest events beyond the topic's ``count`` or ``bytes``, older than
+        its ``seconds``, or past their own ``ttl``; but not, for the count and bytes,
+        those younger than ``min_age``. Oldest first: an event whose ttl passed behind
+        one that is kept leaves when it reaches the front (it is not delivered
+        meanwhile: ``ScribeState.expired``)."""
         count, seconds, limit = retention.count, retention.seconds, retention.bytes
         events = self.events
-        if len(events) <= count and self.payload_bytes <= limit and (
-                not events or next(iter(events.values()))[0] > now - seconds):
+        wall = now + retention.clock_offset
+        if len(events) <= count and self.payload_bytes <= limit and (not events or (
+                (first := next(iter(events.values())))[0] > now - seconds
+                and not first[1].expired(wall))):
             return  # the common case, checked without taking the first item apart
         if now < self.untouchable_until:
             return
@@ -91,8 +95,12 @@ class Retained:
         while self.events:
             seq, (kept_at, body) = next(iter(self.events.items()))
             within = len(self.events) <= count and self.payload_bytes <= limit
-            if kept_at > now - seconds and (within or kept_at > young):
-                self.untouchable_until = kept_at + min(retention.min_age, seconds)
+            if kept_at > now - seconds and (within or kept_at > young) \
+                    and not body.expired(wall):
+                until = kept_at + min(retention.min_age, seconds)
+                if body.ttl is not None:
+                    until = min(until, body.ts + body.ttl - retention.clock_offset)
+                self.untouchable_until = until
                 return
             del self.events[seq]
             self.by_msg.pop(body.msg_id, None)

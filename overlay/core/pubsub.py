@@ -97,6 +97,18 @@ def check_expiry(expiry: float) -> None:
         raise ValueError(f"expiry must be a positive, finite number of seconds, got {expiry!r}")
 
 
+#: Longest ``ttl`` an event may carry: ten years, in seconds.
+MAX_TTL = 315_360_000.0
+
+
+def check_ttl(ttl: float) -> None:
+    """An event's ``ttl`` (API ``publish``): a positive number of seconds, at most MAX_TTL."""
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or \
+            not math.isfinite(ttl) or not 0 < ttl <= MAX_TTL:
+        raise ValueError(f"ttl must be a positive number of seconds up to {MAX_TTL:.0f}, "
+                         f"got {ttl!r}")
+
+
 def expiry_time(now: float, expiry: float | None) -> float | None:
     """When a subscription given ``expiry`` seconds of life at ``now`` ends (None: never)."""
     if expiry is None:
@@ -163,6 +175,8 @@ class Capabilities:
     settles: bool
     #: Events are numbered per topic (``seq`` in replies and pushes).
     numbered: bool
+    #: Events may carry a ``ttl``, and durable consumers are served (a root keeps them).
+    durable: bool
 
 
 class PubSubCore(Protocol):
@@ -182,6 +196,6 @@ class PubSubCore(Protocol):
 
     def publish(self, now: float, topic: str, attrs: Mapping[str, AttrValue],
                 payload: bytes = b"", msg_id: str | None = None, ts: float | None = None,
-                reliable: bool = True) -> str: ...
+                reliable: bool = True, ttl: float | None = None) -> str: ...
 
     def status(self) -> dict[str, Any]: ...

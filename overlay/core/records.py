@@ -21,6 +21,7 @@ UNSUBSCRIBE_REASONS = ("client", "expired", "disconnect")
 #: ``repair`` kinds.
 REPAIR_KINDS = ("gap", "digest", "rejoin")
 #: ``drop`` reasons.
-DROP_REASONS = ("ttl", "no_route", "overload", "expired", "storage_error", "dead_letter")
+DROP_REASONS = ("ttl", "no_route", "overload", "expired", "storage_error", "dead_letter",
+                "too_old")
 #: ``lookup`` kinds: an iterative lookup, or a routed message with acknowledgement.
 LOOKUP_KINDS = ("lookup", "route")

@@ -83,7 +83,8 @@ def node_hex(address: str, bits: int = DEFAULT_ID_BITS) -> str:
 class GossipNode(CoreBase):
     #: Nothing is retained or numbered, there are no groups, and a subscription is in
     #: effect as soon as it is made.
-    capabilities = Capabilities(replay=False, groups=False, settles=False, numbered=False)
+    capabilities = Capabilities(replay=False, groups=False, settles=False, numbered=False,
+                                durable=False)
 
     def __init__(self, address: str, rng: random.Random, config: GossipConfig | None = None,
                  bits: int = DEFAULT_ID_BITS) -> None:
@@ -172,14 +173,18 @@ class GossipNode(CoreBase):
 
     def publish(self, now: float, topic: str, attrs: Mapping[str, AttrValue],
                 payload: bytes = b"", msg_id: str | None = None,
-                ts: float | None = None, reliable: bool = True) -> str:
+                ts: float | None = None, reliable: bool = True,
+                ttl: float | None = None) -> str:
         """Publish an event; returns its msg_id (``msg_id`` if given, else a fresh random
         one; publishing a msg_id this node holds again does nothing). ``ts``: publish time
         to carry (default ``now``). ``reliable`` changes nothing here: with no root, the
         ``published`` notice comes once this node holds the event and spreads it, either
-        way. Raises ``ValueError`` for bad input, ``NotStartedError`` before ``start``."""
+        way. ``ttl`` is not served (``capabilities.durable``). Raises ``ValueError`` for
+        bad input, ``NotStartedError`` before ``start``."""
         if not self.started:
             raise NotStartedError("start the node before publishing")
+        if ttl is not None:
+            raise ValueError("ttl is not served in unstructured mode")
         if msg_id is None:
             msg_id = format(self.rng.getrandbits(128), "032x")
         body = EventBody(topic, msg_id, dict(attrs), bytes(payload), self.node_hex,

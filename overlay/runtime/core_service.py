@@ -39,7 +39,8 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
 
 import trio
 
@@ -49,21 +50,49 @@ from overlay.core.errors import LocalProtocolError
 from overlay.core.protocol import ProtocolCore
 from overlay.core.pubsub import Capabilities, PubSubCore, UnknownSubscriptionError
 from overlay.runtime.api import ApiError, Expired, Notification, PublishResult, Sink
-from overlay.runtime.api.requests import Publish, Subscribe
-from overlay.runtime.api.service import Done
+from overlay.runtime.api.requests import Consumers, Fetch, Publish, Settle, Subscribe
+from overlay.runtime.api.service import Done, Ended
 from overlay.runtime.daemon import Daemon
 from overlay.runtime.pending import PendingPublishes, Waiter
+from scribe.consumers import ConsumerConfig
 
 #: Seconds a reliable publish waits for the core's ``published`` notice.
 DEFAULT_PUBLISH_TIMEOUT = 10.0
 #: Seconds a subscribe reply waits for the core's ``subscribed`` notice.
 DEFAULT_SUBSCRIBE_TIMEOUT = 5.0
+#: Seconds a consumer query, and a fetch beyond its ``wait``, wait for the root's answer.
+DEFAULT_ANSWER_GRACE = 5.0
 
 log = logging.getLogger("overlay.api")
 
 #: The daemon's protocol core (a ChordNode, a GossipNode).
 N = TypeVar("N", bound=ProtocolCore)
 T = TypeVar("T")
+
+
+class DurableCore(Protocol):
+    """A core's durable consumers (Scribe's ``ScribeApp``): its answers come as notices
+    (``subscribed``, ``consumer_refused``, ``fetched``, ``consumers``)."""
+
+    def durable_subscribe(self, now: float, topic: str, name: str, sub_id: int,
+                          filter_text: str = "", config: ConsumerConfig | None = None) -> None: ...
+
+    def durable_ack(self, now: float, sub_id: int, op: str, msg_ids: tuple[str, ...],
+                    delay: float = 0.0) -> None: ...
+
+    def durable_fetch(self, now: float, sub_id: int, fetch_id: int, count: int,
+                      wait: float) -> None: ...
+
+    def consumers_query(self, now: float, query_id: int, topic: str, name: str | None = None,
+                        delete: bool = False) -> None: ...
+
+
+@dataclass
+class _Answer:
+    """A fetch or a consumer query waiting for the notice that answers it."""
+
+    done: trio.Event = field(default_factory=trio.Event)
+    value: dict[str, Any] | None = None
 
 
 class CoreService(Generic[N]):
@@ -75,10 +104,12 @@ class CoreService(Generic[N]):
     capabilities: Capabilities
 
     def __init__(self, daemon: Daemon[N], publish_timeout: float = DEFAULT_PUBLISH_TIMEOUT,
-                 subscribe_timeout: float = DEFAULT_SUBSCRIBE_TIMEOUT) -> None:
+                 subscribe_timeout: float = DEFAULT_SUBSCRIBE_TIMEOUT,
+                 answer_grace: float = DEFAULT_ANSWER_GRACE) -> None:
         self.daemon = daemon
         self.publish_timeout = publish_timeout
         self.subscribe_timeout = subscribe_timeout
+        self.answer_grace = answer_grace
         #: Subscriptions waiting for their ``subscribed`` notice.
         self._settling: dict[int, trio.Event] = {}
         #: Expiries asked for by subscriptions not answered yet (their clock starts at
@@ -93,6 +124,11 @@ class CoreService(Generic[N]):
         self.pending = PendingPublishes(publish_timeout)
         self.counters = {"published": 0, "delivered": 0, "undeliverable": 0,
                          "subscribe_unsettled": 0}
+        #: Durable subscriptions whose consumer's root refused them before their reply.
+        self._refused: dict[int, ApiError] = {}
+        #: Fetches and consumer queries waiting for the core's answer, by id.
+        self._answers: dict[int, _Answer] = {}
+        self._answer_ids = itertools.count(1)
         daemon.deliver_handlers.append(self._on_deliver)
         daemon.notice_handlers.append(self._on_notice)
         daemon.services.append(self._time_out_publishes)
@@ -113,12 +149,18 @@ class CoreService(Generic[N]):
     # -- PubSubService -----------------------------------------------------------------------
 
     @property
+    def features(self) -> tuple[str, ...]:
+        return ("durable",) if self.capabilities.durable else ()
+
+    @property
     def node_hex(self) -> str:
         node = self.daemon.node
         return "" if node is None else str(node.node_hex)
 
     def subscribe(self, request: Subscribe, sink: Sink) -> int:
         self._require_ready()
+        if request.durable is not None:
+            return self._durable_subscribe(request, sink)
         capabilities = self.capabilities
         if request.replay is not None and not capabilities.replay:
             raise ApiError("bad_request", f"replay is not served in {self.mode} mode: no "
@@ -164,6 +206,9 @@ class CoreService(Generic[N]):
             expiry = self._expiries.pop(sub, None)
             if expiry is not None and sub in self._sinks:
                 self._call(lambda core, now: core.renew(now, sub, expiry))
+        refused = self._refused.pop(sub, None)
+        if refused is not None:  # a durable consumer's root refused the attachment
+            raise refused
 
     def renew(self, sub: int, expiry: float) -> None:
         try:
@@ -293,6 +338,116 @@ class CoreService(Generic[N]):
             sink = self._sinks.pop(notice.data["sub"], None)
             if sink is not None:
                 sink(Expired(notice.data["sub"]))
+        elif notice.kind in ("fetched", "consumers"):
+            key = notice.data["fetch_id" if notice.kind == "fetched" else "query_id"]
+            answer = self._answers.get(key)
+            if answer is not None and answer.value is None:
+                answer.value = notice.data
+                answer.done.set()
+        elif notice.kind == "consumer_refused":
+            self._consumer_refused(notice.data["sub"], notice.data["code"],
+                                   notice.data["error"])
+
+    # -- durable consumers ------------------------------------------------------------------------
+
+    def durable_core(self, node: N) -> DurableCore:
+        """The core's durable consumers (ApiError in a mode without them)."""
+        raise ApiError("bad_request", f"durable consumers are not served in {self.mode} mode: "
+                       "no root keeps a topic's log there")
+
+    def _durable_subscribe(self, request: Subscribe, sink: Sink) -> int:
+        durable = request.durable
+        assert durable is not None
+        handle = next(self._handles)
+        self._settling[handle] = trio.Event()  # set by the root's attachment (subscribed)
+        try:
+            self._call_durable(lambda core, now: core.durable_subscribe(
+                now, request.topic, durable.name, handle, request.filter, durable.config))
+        except FilterSyntaxError as exc:
+            self._settling.pop(handle, None)
+            raise ApiError("bad_filter", str(exc), pos=exc.pos) from None
+        except (ValueError, LocalProtocolError) as exc:
+            self._settling.pop(handle, None)
+            raise ApiError("bad_request", str(exc)) from None
+        self._sinks[handle] = sink
+        return handle
+
+    def _consumer_refused(self, sub: int, code: str, message: str) -> None:
+        """The consumer's root refused ``sub`` (before its reply: the subscribe fails) or
+        ended it (its consumer was deleted: an ``ended`` push)."""
+        settling = self._settling.get(sub)
+        if settling is not None:
+            self._refused[sub] = ApiError(
+                "conflict" if code == "conflict" else "bad_request", message)
+            self._sinks.pop(sub, None)
+            settling.set()
+            return
+        sink = self._sinks.pop(sub, None)
+        if sink is not None:
+            sink(Ended(sub, code, message))
+
+    def settle(self, request: Settle) -> None:
+        self._require_ready()
+        try:
+            self._call_durable(lambda core, now: core.durable_ack(
+                now, request.sub, request.op, request.msg_ids, request.delay))
+        except UnknownSubscriptionError:
+            raise ApiError("bad_request", f"subscription {request.sub} is not durable") from None
+        except ValueError as exc:
+            raise ApiError("bad_request", str(exc)) from None
+
+    async def fetch(self, request: Fetch) -> list[Notification]:
+        self._require_ready()
+        fetch_id = next(self._answer_ids)
+
+        def ask(core: DurableCore, now: float) -> None:
+            core.durable_fetch(now, request.sub, fetch_id, request.max, request.wait)
+
+        try:
+            answer = await self._ask(fetch_id, ask, request.wait + self.answer_grace)
+        except UnknownSubscriptionError:
+            raise ApiError("bad_request", f"subscription {request.sub} is not durable") from None
+        except ValueError as exc:
+            raise ApiError("bad_request", str(exc)) from None
+        if answer is None:
+            raise ApiError("timeout", "no answer from the consumer's root within the fetch's "
+                           f"wait and {self.answer_grace:g} s: its events, if any were given, "
+                           "are delivered again after ack_wait")
+        return [Notification(request.sub, event) for event in answer["events"]]
+
+    async def consumers(self, request: Consumers) -> dict[str, Any]:
+        self._require_ready()
+        query_id = next(self._answer_ids)
+
+        def ask(core: DurableCore, now: float) -> None:
+            core.consumers_query(now, query_id, request.topic, request.durable, request.delete)
+
+        try:
+            answer = await self._ask(query_id, ask, self.answer_grace)
+        except ValueError as exc:
+            raise ApiError("bad_request", str(exc)) from None
+        if answer is None:
+            raise ApiError("timeout", f"no answer from the root of {request.topic!r} within "
+                           f"{self.answer_grace:g} s")
+        if request.delete:
+            return {"deleted": bool(answer["consumers"])}
+        return {"consumers": answer["consumers"], "more": answer["more"]}
+
+    async def _ask(self, answer_id: int, ask: Callable[[DurableCore, float], None],
+                   within: float) -> dict[str, Any] | None:
+        """Call ``ask`` into the durable core, and wait up to ``within`` s for the notice
+        that answers ``answer_id`` (None: none came)."""
+        answer = self._answers[answer_id] = _Answer()
+        try:
+            self._call_durable(ask)
+            with trio.move_on_after(within):
+                await answer.done.wait()
+            return answer.value
+        finally:
+            del self._answers[answer_id]
+
+    def _call_durable(self, fn: Callable[[DurableCore, float], T]) -> T:
+        return self.daemon.call(lambda node, now: fn(self.durable_core(node), now))
 
     # -- helpers ----------------------------------------------------------------------------------
 
@@ -306,8 +461,12 @@ class CoreService(Generic[N]):
         try:
             # Reliable in structured mode: the root answers once its replicas hold the
             # event (scribe.retention).
-            core.publish(now, request.topic, request.attrs, request.payload, msg_id, ts,
-                         request.reliable)
+            if request.ttl is None:
+                core.publish(now, request.topic, request.attrs, request.payload, msg_id, ts,
+                             request.reliable)
+            else:
+                core.publish(now, request.topic, request.attrs, request.payload, msg_id, ts,
+                             request.reliable, request.ttl)
         except (ValueError, LocalProtocolError) as exc:
             return ApiError("bad_request", str(exc))
         except Exception as exc:  # a bug of ours: this request fails, not its batch

@@ -316,7 +316,8 @@ def _encode_body(body: EventBody) -> bytes:
     """What a row stores of an event beyond its topic and seq (in their own columns): a
     CBOR array, cheaper to make than the event's wire map (one per event, on the worker
     thread that shares the interpreter with the event loop)."""
-    return cbor2.dumps((body.msg_id, body.attrs, body.payload, body.publisher, body.ts))
+    row: tuple[Any, ...] = (body.msg_id, body.attrs, body.payload, body.publisher, body.ts)
+    return cbor2.dumps(row if body.ttl is None else (*row, body.ttl))
 
 
 def _checked_row(data: object, crc: int, what: str, decode: Callable[[Any], T]) -> T | str:
@@ -341,9 +342,12 @@ def _checked_body(topic: str, seq: int, msg_id: str, data: bytes, crc: int
                   ) -> EventBody | str:
     """The stored event, or what is wrong with it."""
     def decode(row: Any) -> EventBody:
-        stored_id, attrs, payload, publisher, ts = row
+        # Five fields, and the ttl sixth when the event has one.
+        stored_id, attrs, payload, publisher, ts, *ttl = row
+        if len(ttl) > 1:
+            raise ValueError("an event row has 5 or 6 fields")
         # EventBody checks every field as it does a peer's (a ValueError if one is bad).
-        return EventBody(topic, stored_id, seq, attrs, payload, publisher, ts)
+        return EventBody(topic, stored_id, seq, attrs, payload, publisher, ts, *ttl)
 
     body = _checked_row(data, crc, f"event {seq}", decode)
     if isinstance(body, EventBody) and body.msg_id != msg_id:

@@ -26,6 +26,9 @@ class ScribeService(CoreService[ChordNode]):
             raise ApiError("internal", "this node runs no Scribe application")
         return node.app
 
+    def durable_core(self, node: ChordNode) -> ScribeApp:
+        return self.core_of(node)
+
     def core_status(self, node: ChordNode) -> dict[str, Any]:
         state = node.state()
 
@@ -38,6 +41,7 @@ class ScribeService(CoreService[ChordNode]):
             "successors": [ref(s) for s in state.successors],
             "topics": self.core_of(node).status(),
             "logs": self.core_of(node).logs(),
+            "consumers": self.core_of(node).consumers.reports(),
             "storage": self._storage(),
         }
 

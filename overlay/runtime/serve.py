@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -106,8 +107,14 @@ def _structured_service(config: DaemonConfig) -> ScribeService:
     durable = config.storage.enabled
     scribe_config = dataclasses.replace(scribe_config, sizes=config.limits.sizes,
                                         durable=durable, retention=config.retention)
+
+    def make_app(node: ChordNode) -> ScribeApp:
+        # The node's clock is trio's: events' ttl counts on the wall clock (their ts).
+        offset = time.time() - trio.current_time()
+        return ScribeApp(node, dataclasses.replace(scribe_config, clock_offset=offset))
+
     daemon = Daemon(config, ChordKind.of(dataclasses.replace(config, protocol=chord_settings),
-                                         lambda node: ScribeApp(node, scribe_config), durable))
+                                         make_app, durable))
     service = ScribeService(daemon)
 
     def answer_tree_query(src: str, msg: Message) -> Message | None:

@@ -17,6 +17,7 @@ from overlay.runtime.api.requests import Publish, Subscribe
 class FakeService:
     node_hex = "ab" * 16
     mode = "structured"
+    features: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self.is_ready = True

@@ -102,7 +102,7 @@ async def test_hello_first_then_every_op(served: Any) -> None:
     assert reply["rid"] == 6 and reply["ok"] and reply["seq"] == 1
     assert notify == {"event": "notify", "sub": sub, "topic": "t", "msg_id": reply["msg_id"],
                       "seq": 1, "attrs": {"a": 1}, "payload": b"p",
-                      "publisher": service.node_hex, "ts": 1.0}
+                      "publisher": service.node_hex, "ts": 1.0, "attempt": 1}
     assert (await conn.call(op="unsubscribe", sub=sub, rid=7)) == {"rid": 7, "ok": True}
     assert service.ended == [(sub, "client")]
     status = await conn.call(op="status", rid=8)

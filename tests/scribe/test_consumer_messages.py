@@ -12,12 +12,15 @@ from overlay.core.messages import Message, decode_message, encode_message
 from scribe.consumer_messages import (
     MAX_ACK_IDS,
     MAX_NAME_CHARS,
+    MAX_REPORTED,
     ConsumerAck,
     ConsumerAttach,
     ConsumerAttached,
     ConsumerDeliver,
     ConsumerDetach,
     ConsumerFetch,
+    ConsumerQuery,
+    ConsumerReport,
     ConsumerSync,
 )
 from scribe.consumers import MAX_FETCH, ConsumerConfig, Progress
@@ -25,12 +28,15 @@ from tests.scribe.helpers import TOPIC, body, ref
 from tests.scribe.test_messages import round_tripped, wire_of
 
 CONFIG = tuple(ConsumerConfig(ack=True, ack_wait=2.5, dead_letter="dead").to_wire())
+REPORT = {"durable": "workers", "filter": "", "ack": True, "ack_wait": 30.0, "max_deliver": 5,
+          "dead_letter": None, "max_inflight": 256, "pull": False, "pending": 3, "inflight": 1,
+          "members": 2, "redelivered": 0, "dead_lettered": 0, "ack_floor": 9}
 PROGRESS = tuple(Progress(ConsumerConfig(ack=True), 3, (5,), ((4, 2),), 6).to_wire())
 
 EXAMPLES: list[Message] = [
     ConsumerAttach(TOPIC, "workers", ref(3), 7, CONFIG, "x > 1"),
     ConsumerAttached(TOPIC, "workers", 7, ref(9)),
-    ConsumerAttached(TOPIC, "workers", 7, ref(9), "exists with other settings"),
+    ConsumerAttached(TOPIC, "workers", 7, ref(9), "exists with other settings", "conflict"),
     ConsumerDetach(TOPIC, "workers", ref(3), 7),
     ConsumerAck(TOPIC, "workers", ref(3), 7, "nak", ("00ff", "0100"), 1.5),
     ConsumerFetch(TOPIC, "workers", ref(3), 7, 12, MAX_FETCH, 30.0),
@@ -38,6 +44,9 @@ EXAMPLES: list[Message] = [
     ConsumerDeliver(TOPIC, "workers", 7, (), (), fetch_id=12),
     ConsumerSync(TOPIC, "workers", ref(9), PROGRESS, ""),
     ConsumerSync(TOPIC, "workers", ref(9), None, ""),
+    ConsumerQuery(TOPIC, ref(3), 5),
+    ConsumerQuery(TOPIC, ref(3), 6, "workers", delete=True),
+    ConsumerReport(TOPIC, 6, (REPORT,), more=True),
 ]
 
 
@@ -62,6 +71,14 @@ def test_round_trip(msg: Message) -> None:
     (EXAMPLES[6], {"attempts": [0, 1]}),
     (EXAMPLES[7], {"fetch_id": None}),  # a push without events
     (EXAMPLES[8], {"progress": [1, 2, 3]}),
+    (EXAMPLES[1], {"code": "conflict"}),  # a code without an error
+    (EXAMPLES[2], {"code": "other"}),
+    (EXAMPLES[2], {"code": None}),  # an error without a code
+    (EXAMPLES[10], {"delete": True}),  # a delete names its consumer
+    (EXAMPLES[11], {"name": ""}),
+    (EXAMPLES[12], {"consumers": [{"durable": "w"}]}),  # fields missing
+    (EXAMPLES[12], {"consumers": [{**REPORT, "durable": ""}]}),
+    (EXAMPLES[12], {"consumers": [REPORT] * (MAX_REPORTED + 1)}),
 ])
 def test_malformed_messages_from_peers_are_rejected(msg: Message,
                                                     changes: dict[str, Any]) -> None:

@@ -4,7 +4,7 @@ members leaving, push round robin, fetch with and without wait."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import pytest
 
@@ -47,8 +47,17 @@ def seqs_of(actions: Iterable[Action]) -> list[tuple[str, int, int]]:
 def consumer(**settings: object) -> tuple[Consumer, dict[int, EventBody]]:
     log: dict[int, EventBody] = {}
     config = ConsumerConfig(**settings)  # type: ignore[arg-type]  # tests pass kwargs
-    return Consumer("tasks", "workers", config, log.get,
+    return Consumer("tasks", "workers", config, held_at(log),
                     lambda b: b.attrs.get("kind") == "job"), log
+
+
+def held_at(log: dict[int, EventBody]) -> Callable[[int, float], EventBody | None]:
+    """The root's log as a consumer reads it: None for an event not held, or past its
+    ttl (the clock of ``now`` being the events' own here, as in the simulator)."""
+    def event(seq: int, now: float) -> EventBody | None:
+        found = log.get(seq)
+        return None if found is None or found.expired(now) else found
+    return event
 
 
 def publish(c: Consumer, log: dict[int, EventBody], now: float, *seqs: int,
@@ -86,7 +95,8 @@ def test_an_acknowledged_event_is_not_delivered_again() -> None:
     c.attach(0.0, A)
     publish(c, log, 1.0, 1, 2)
     assert records(c.ack(2.0, A, 1), "ack") == [
-        {"topic": "tasks", "durable": "workers", "seq": 1, "msg_id": "0001", "attempt": 1, "member": "a"}]
+        {"topic": "tasks", "durable": "workers", "seq": 1, "msg_id": "0001", "attempt": 1,
+         "member": "a"}]
     assert c.ack_floor == 1 and c.next_deadline() == 6.0  # seq 2 still in flight
     with pytest.raises(ConsumerError, match="not in flight"):
         c.ack(2.5, A, 1)  # twice
@@ -227,7 +237,7 @@ def test_progress_survives_a_new_root_and_what_was_in_flight_is_delivered_again(
     assert (progress.ack_floor, progress.done, progress.attempts, progress.offered) == (
         1, (3,), ((2, 2), (4, 1)), 4)
     # The root fails; the next one resumes from its copy of the progress and the log.
-    resumed = Consumer.resume("tasks", "workers", progress, log.get, lambda b: True,
+    resumed = Consumer.resume("tasks", "workers", progress, held_at(log), lambda b: True,
                               [log[s] for s in sorted(log)])
     assert resumed.stats()["pending"] == 2 and resumed.ack_floor == 1
     assert seqs_of(resumed.attach(5.0, B)) == [("b", 2, 3), ("b", 4, 2)]
@@ -240,7 +250,7 @@ def test_a_resumed_consumer_counts_what_retention_dropped_meanwhile_as_done() ->
     publish(c, log, 0.0, 1, 2, 3)
     progress = c.progress()
     del log[1], log[2]
-    resumed = Consumer.resume("tasks", "workers", progress, log.get, lambda b: True,
+    resumed = Consumer.resume("tasks", "workers", progress, held_at(log), lambda b: True,
                               [log[3]])
     assert resumed.ack_floor == 2 and resumed.stats()["pending"] == 1
 
@@ -266,7 +276,7 @@ def test_progress_goes_to_the_wire_and_back_and_garbage_is_refused() -> None:
 def test_a_consumer_resumed_far_behind_the_log_jumps_its_floor_to_what_is_held() -> None:
     log = {seq: body(seq) for seq in (1_000_001, 1_000_002)}
     progress = Progress(ConsumerConfig(ack=True), 0, (5,), ((7, 1),), 1_000_002)
-    resumed = Consumer.resume("tasks", "workers", progress, log.get, lambda b: True,
+    resumed = Consumer.resume("tasks", "workers", progress, held_at(log), lambda b: True,
                               [log[s] for s in sorted(log)])
     assert resumed.ack_floor == 1_000_000
     assert resumed.progress().done == () and resumed.progress().attempts == ()

@@ -4,7 +4,9 @@ import random
 from pathlib import Path
 
 import pytest
+import trio
 
+from chord.node import ChordNode
 from overlay.runtime.config import ConfigError, build_config
 from overlay.runtime.serve import build_node
 from scribe.config import RetentionRule, TopicRetention
@@ -96,7 +98,11 @@ bytes = 1
     assert config.retention == (RetentionRule("orders.*", seconds=86400.0),
                                 RetentionRule("*", count=1, bytes=1))
     node = build_node(config)
-    core = node.service.core_of(node.daemon.kind.build("127.0.0.1:1", random.Random(1)))
+
+    async def build() -> ChordNode:  # the node is built inside the daemon's trio run
+        return node.daemon.kind.build("127.0.0.1:1", random.Random(1))
+
+    core = node.service.core_of(trio.run(build))
     assert core.state.config.retention_of("orders.eu") == TopicRetention(
         500, 256 << 20, 86400.0, 3.0)
     assert core.state.config.retention_of("prices") == TopicRetention(1, 1, 300.0, 3.0)

@@ -45,17 +45,20 @@ from overlay.runtime.api.requests import (
     UNKNOWN_SUB,
     UNSUPPORTED_VERSION,
     ApiError,
+    Consumers,
+    Fetch,
     Hello,
     Publish,
     PublishBatch,
     Renew,
+    Settle,
     Status,
     Subscribe,
     Unsubscribe,
     max_batch_events,
     parse_request,
 )
-from overlay.runtime.api.service import Done, Expired, Notification, PublishResult, Push
+from overlay.runtime.api.service import Done, Ended, Expired, Notification, PublishResult, Push
 
 if TYPE_CHECKING:
     from overlay.runtime.api.server import ApiServer
@@ -280,6 +283,9 @@ class ApiConnection:
             if isinstance(request, Subscribe):
                 self._start_subscribe(rid, request)
                 return None
+            if isinstance(request, Fetch | Consumers):
+                self._start_answer(rid, request)
+                return None
             result = self._execute(request)
         except ApiError as exc:
             self._reply_now(rid, exc)
@@ -301,17 +307,19 @@ class ApiConnection:
             self.greeted = True
             self.batch_notify = request.batch_notify
             return {"node": service.node_hex, "version": API_VERSION, "mode": service.mode,
-                    **self.sizes.to_wire(), "features": FEATURES,
+                    **self.sizes.to_wire(), "features": [*FEATURES, *service.features],
                     "max_batch": max_batch_events(self.sizes.max_frame)}
         if isinstance(request, Status):
             return {**service.status(), "api": self.server.status()}
         if not service.ready:
             raise ApiError.not_ready()
-        if isinstance(request, Renew | Unsubscribe):
+        if isinstance(request, Renew | Unsubscribe | Settle):
             if request.sub not in self.subs:
                 raise ApiError(UNKNOWN_SUB, f"no subscription {request.sub} on this connection")
             if isinstance(request, Renew):
                 service.renew(request.sub, request.expiry)
+            elif isinstance(request, Settle):
+                service.settle(request)
             else:
                 self.subs.discard(request.sub)
                 service.unsubscribe(request.sub, "client")
@@ -336,9 +344,40 @@ class ApiConnection:
     async def _run_subscribe(self, rid: int, sub: int, slot: _ReplySlot) -> None:
         try:
             await self.service.in_effect(sub)
+        except ApiError as exc:  # refused (a durable consumer's root): no subscription
+            self.subs.discard(sub)
+            self._fill(slot, rid, exc)
+            return
         except Exception:  # a bug of ours: the subscription exists, say so anyway
             log.exception("internal error waiting for subscription %d", sub)
         self._fill(slot, rid, {"sub": sub})
+
+    def _start_answer(self, rid: int, request: Fetch | Consumers) -> None:
+        """A request the overlay answers (a fetch, a consumer query): its reply keeps its
+        place among the replies while a task waits for the answer."""
+        if not self.service.ready:
+            raise ApiError.not_ready()
+        if isinstance(request, Fetch) and request.sub not in self.subs:
+            raise ApiError(UNKNOWN_SUB, f"no subscription {request.sub} on this connection")
+        slot = _ReplySlot()
+        self._replies.append(slot)
+        assert self._nursery is not None
+        self._nursery.start_soon(self._run_answer, rid, request, slot)
+
+    async def _run_answer(self, rid: int, request: Fetch | Consumers, slot: _ReplySlot) -> None:
+        reply: dict[str, Any] | ApiError
+        try:
+            if isinstance(request, Fetch):
+                events = await self.service.fetch(request)
+                reply = {"events": [notification.fields() for notification in events]}
+            else:
+                reply = await self.service.consumers(request)
+        except ApiError as exc:
+            reply = exc
+        except Exception as exc:  # a bug of ours: this request fails, the connection goes on
+            log.exception("internal error answering %s", type(request).__name__)
+            reply = ApiError.internal(exc)
+        self._fill(slot, rid, reply)
 
     def _gather_publish(self, rid: int, request: Publish) -> _Blocked | None:
         """Take the publish's reply place now and gather it with the publishes of its kind
@@ -509,7 +548,7 @@ class ApiConnection:
         """Sink for the service: queue a push, or cut off a client that cannot keep up."""
         if self._closing:
             return
-        if isinstance(push, Expired):
+        if isinstance(push, Expired | Ended):
             self.subs.discard(push.sub)
         data: bytes | _NotifyBody
         if self.batch_notify and type(push) is Notification:

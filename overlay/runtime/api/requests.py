@@ -6,6 +6,7 @@ the node; a fault becomes an :class:`ApiError` whose ``code`` is one of API.md's
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,11 +20,15 @@ from overlay.core.pubsub import (
     check_group,
     check_msg_id,
     check_topic,
+    check_ttl,
     is_topic,
 )
+from scribe.consumer_messages import check_name
+from scribe.consumers import MAX_DELAY, MAX_FETCH, MAX_FETCH_WAIT, ConsumerConfig, ConsumerError
 
 API_VERSION = 1
 DEFAULT_SIZES = SizeLimits()
+
 
 #: Error codes of API.md.
 BAD_FRAME = "bad_frame"
@@ -37,9 +42,11 @@ INTERNAL = "internal"
 TOO_LARGE = "too_large"
 TIMEOUT = "timeout"
 STORAGE_ERROR = "storage_error"
+CONFLICT = "conflict"
 #: Every error code a client may see (docs/API.md's table is checked against it).
 ERROR_CODES = frozenset({BAD_FRAME, BAD_REQUEST, BAD_FILTER, UNKNOWN_SUB, UNSUPPORTED_VERSION,
-                         NOT_READY, OVERLOADED, INTERNAL, TOO_LARGE, TIMEOUT, STORAGE_ERROR})
+                         NOT_READY, OVERLOADED, INTERNAL, TOO_LARGE, TIMEOUT, STORAGE_ERROR,
+                         CONFLICT})
 
 
 class ApiError(Exception):
@@ -81,12 +88,48 @@ class Replay:
 
 
 @dataclass(frozen=True)
+class Durable:
+    """A subscription's durable consumer: its name and how it delivers."""
+
+    name: str
+    config: ConsumerConfig
+
+
+@dataclass(frozen=True)
 class Subscribe:
     topic: str
     filter: str
     expiry: float | None = None
     replay: Replay | None = None
     group: str | None = None
+    durable: Durable | None = None
+
+
+@dataclass(frozen=True)
+class Settle:
+    """``ack``, ``nak`` (again after ``delay`` s) or ``term`` of events of a durable
+    subscription (the request's ``op``)."""
+
+    sub: int
+    op: str
+    msg_ids: tuple[str, ...]
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class Fetch:
+    sub: int
+    max: int
+    wait: float
+
+
+@dataclass(frozen=True)
+class Consumers:
+    """``consumers`` (``delete`` False: report them) or ``delete_consumer``."""
+
+    topic: str
+    durable: str | None
+    delete: bool = False
 
 
 @dataclass(frozen=True)
@@ -107,6 +150,7 @@ class Publish:
     payload: bytes = b""
     reliable: bool = True
     msg_id: str | None = None
+    ttl: float | None = None
 
 
 @dataclass(frozen=True)
@@ -123,7 +167,8 @@ class Status:
     pass
 
 
-Request = Hello | Subscribe | Renew | Unsubscribe | Publish | PublishBatch | Status
+Request = (Hello | Subscribe | Renew | Unsubscribe | Publish | PublishBatch | Status | Settle
+           | Fetch | Consumers)
 
 
 def _bad(message: str) -> ApiError:
@@ -213,7 +258,8 @@ def _publish(req: Mapping[str, Any], sizes: SizeLimits) -> Publish:
     topic = req.get("topic")
     payload = req.get("payload", b"")
     reliable = req.get("reliable", True)
-    if is_topic(topic) and type(payload) is bytes and type(reliable) is bool:
+    if is_topic(topic) and type(payload) is bytes and type(reliable) is bool \
+            and "ttl" not in req:
         # The common request, its fields of exactly their kinds, checked at once (the
         # topic by the one rule for topics): one publish comes per event, and the
         # slow path's call per field cost more than its check. The attrs and msg_id are
@@ -223,7 +269,8 @@ def _publish(req: Mapping[str, Any], sizes: SizeLimits) -> Publish:
                           payload, reliable, _msg_id(req) if "msg_id" in req else None)
     else:
         request = Publish(_topic(req), _attrs(req), _get(req, "payload", bytes, False, b""),
-                          _get(req, "reliable", bool, False, True), _msg_id(req))
+                          _get(req, "reliable", bool, False, True), _msg_id(req),
+                          _number(req, "ttl", check_ttl))
     # Without attributes the payload limit implies the event limit (a topic takes at
     # most 4 KiB of the room kept beside the largest payload): one length to compare.
     if request.attrs or len(request.payload) > sizes.max_payload:
@@ -278,12 +325,107 @@ def _hello(req: Mapping[str, Any], sizes: SizeLimits) -> Hello:
                  batch_notify=_get(req, "batch_notify", bool, False, False))
 
 
+#: A durable subscription's settings (docs/API.md, subscribe), with their defaults.
+CONSUMER_FIELDS = ("ack", "ack_wait", "max_deliver", "dead_letter", "max_inflight", "pull")
+
+
 def _subscribe(req: Mapping[str, Any], sizes: SizeLimits) -> Subscribe:
     group = _get(req, "group", str, False)
     if group is not None:
         _checked(check_group, group, "group")
-    return Subscribe(topic=_topic(req), filter=_get(req, "filter", str, False, ""),
-                     expiry=_expiry(req, False), replay=_replay(req), group=group)
+    request = Subscribe(topic=_topic(req), filter=_get(req, "filter", str, False, ""),
+                        expiry=_expiry(req, False), replay=_replay(req), group=group,
+                        durable=_durable(req))
+    if request.durable is not None:
+        for name in ("expiry", "replay", "group"):
+            if getattr(request, name) is not None:
+                raise _bad(f"{name!r} is not for a durable subscription (its consumer keeps "
+                           "its place; unsubscribe detaches it)")
+    return request
+
+
+def _durable(req: Mapping[str, Any]) -> Durable | None:
+    name = _get(req, "durable", str, False)
+    given = [field for field in CONSUMER_FIELDS if req.get(field) is not None]
+    if name is None:
+        if given:
+            raise _bad(f"{given[0]!r} is for a durable subscription: give 'durable' too")
+        return None
+    _checked(check_name, name, "durable")
+    dead_letter = _get(req, "dead_letter", str, False)
+    if dead_letter is not None:
+        _checked(check_topic, dead_letter, "dead_letter")
+    defaults = ConsumerConfig()
+    try:
+        config = ConsumerConfig(
+            ack=_get(req, "ack", bool, False, defaults.ack),
+            ack_wait=float(_get(req, "ack_wait", (int, float), False, defaults.ack_wait)),
+            max_deliver=_get(req, "max_deliver", int, False, defaults.max_deliver),
+            dead_letter=dead_letter,
+            max_inflight=_get(req, "max_inflight", int, False, defaults.max_inflight),
+            pull=_get(req, "pull", bool, False, defaults.pull))
+    except ConsumerError as exc:
+        raise _bad(str(exc)) from None
+    return Durable(name, config)
+
+
+def _number(req: Mapping[str, Any], name: str, check: Callable[[Any], None]) -> float | None:
+    """An optional number field, checked by ``check`` (its ValueError a bad_request)."""
+    value = _get(req, name, (int, float), False)
+    if value is None:
+        return None
+    _checked(check, value, name)
+    return float(value)
+
+
+def _seconds_within(limit: float) -> Callable[[Any], None]:
+    def check(value: float) -> None:
+        if not math.isfinite(value) or not 0 <= value <= limit:
+            raise ValueError(f"must be a number of seconds in [0, {limit:g}]")
+    return check
+
+
+def _settle(req: Mapping[str, Any], sizes: SizeLimits) -> Settle:
+    """``ack``, ``nak``, ``term``: ``msg_id`` (one) or ``msg_ids`` (a list)."""
+    op = req["op"]
+    one, many = req.get("msg_id"), req.get("msg_ids")
+    if (one is None) == (many is None):
+        raise _bad("give one of 'msg_id' (text) or 'msg_ids' (a list of text)")
+    if one is not None:
+        msg_ids = [_get(req, "msg_id", str, True)]
+    else:
+        msg_ids = _get(req, "msg_ids", list, True)
+        if not msg_ids:
+            raise _bad("'msg_ids' holds at least one msg_id")
+    for msg_id in msg_ids:
+        if type(msg_id) is not str:
+            raise _bad("each msg_id is text")
+        _checked(check_msg_id, msg_id, "msg_ids" if many is not None else "msg_id")
+    delay = 0.0
+    if op == "nak":
+        delay = _number(req, "delay", _seconds_within(MAX_DELAY)) or 0.0
+    return Settle(_sub(req), op, tuple(msg_ids), delay)
+
+
+def _fetch(req: Mapping[str, Any], sizes: SizeLimits) -> Fetch:
+    count = _get(req, "max", int, False, 1)
+    if not 1 <= count <= MAX_FETCH:
+        raise _bad(f"'max' must be within [1, {MAX_FETCH}]")
+    wait = _number(req, "wait", _seconds_within(MAX_FETCH_WAIT)) or 0.0
+    return Fetch(_sub(req), count, wait)
+
+
+def _consumers(req: Mapping[str, Any], sizes: SizeLimits) -> Consumers:
+    name = _get(req, "durable", str, False)
+    if name is not None:
+        _checked(check_name, name, "durable")
+    return Consumers(_topic(req), name)
+
+
+def _delete_consumer(req: Mapping[str, Any], sizes: SizeLimits) -> Consumers:
+    name = _get(req, "durable", str, True)
+    _checked(check_name, name, "durable")
+    return Consumers(_topic(req), name, delete=True)
 
 
 def _sub(req: Mapping[str, Any]) -> int:
@@ -310,6 +452,8 @@ def _status(req: Mapping[str, Any], sizes: SizeLimits) -> Status:
 OPS: dict[str, Callable[[Mapping[str, Any], SizeLimits], Request]] = {
     "publish": _publish, "publish_batch": _publish_batch, "hello": _hello,
     "subscribe": _subscribe, "renew": _renew, "unsubscribe": _unsubscribe, "status": _status,
+    "ack": _settle, "nak": _settle, "term": _settle, "fetch": _fetch,
+    "consumers": _consumers, "delete_consumer": _delete_consumer,
 }
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from overlay.core.pubsub import DeliveredEvent
-from overlay.runtime.api.requests import ApiError, Publish, Subscribe
+from overlay.runtime.api.requests import ApiError, Consumers, Fetch, Publish, Settle, Subscribe
 
 
 @dataclass(slots=True)  # not frozen: made for every event, and frozen costs on the way
@@ -33,7 +33,7 @@ class Notification:
         event = self.event
         return {"sub": self.sub, "topic": event.topic, "msg_id": event.msg_id,
                 "seq": event.seq, "attrs": event.attrs, "payload": event.payload,
-                "publisher": event.publisher, "ts": event.ts}
+                "publisher": event.publisher, "ts": event.ts, "attempt": event.attempt}
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,20 @@ class Expired:
         return {"event": "expired", "sub": self.sub}
 
 
-Push = Notification | Expired
+@dataclass(frozen=True)
+class Ended:
+    """A durable subscription ended from the overlay's side (its consumer was deleted)."""
+
+    sub: int
+    code: str
+    message: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"event": "ended", "sub": self.sub,
+                "error": {"code": self.code, "message": self.message}}
+
+
+Push = Notification | Expired | Ended
 #: Called by the service for each push of a subscription; must not block.
 Sink = Callable[[Push], None]
 
@@ -60,6 +73,12 @@ Done = Callable[[PublishResult | ApiError], None]
 
 class PubSubService(Protocol):
     mode: str
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """What it serves beyond API.md's core (hello's ``features`` lists them too):
+        ``"durable"``, durable consumers and ``ttl``."""
+        ...
 
     @property
     def node_hex(self) -> str: ...
@@ -103,6 +122,21 @@ class PubSubService(Protocol):
         ...
 
     def status(self) -> dict[str, Any]: ...
+
+    def settle(self, request: Settle) -> None:
+        """``ack``, ``nak`` or ``term`` events of a durable subscription (sent to its
+        consumer's root; not confirmed). Raises ApiError."""
+        ...
+
+    async def fetch(self, request: Fetch) -> list[Notification]:
+        """Events of a pull subscription: at most ``request.max``, waiting up to
+        ``request.wait`` s for the first. Raises ApiError (``timeout``: no answer)."""
+        ...
+
+    async def consumers(self, request: Consumers) -> dict[str, Any]:
+        """A topic's durable consumers as its root reports them (deleting one first for a
+        ``delete_consumer``). Raises ApiError (``timeout``: no answer)."""
+        ...
 
     def batch(self) -> AbstractContextManager[None]:
         """Requests handled inside have their overlay work carried out together when it
