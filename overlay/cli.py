@@ -16,14 +16,15 @@ from overlay import __version__
 from overlay.core.errors import OverlayError
 
 #: Subcommands, in the order ``--help`` lists them.
-COMMANDS = ["pub", "sub", "status", "topics", "ring", "tree", "analyze", "keygen", "sim", "daemon",
-            "cluster", "lab", "deploy"]
+COMMANDS = ["pub", "sub", "fetch", "consumers", "status", "topics", "ring", "tree", "analyze",
+            "keygen", "sim", "daemon", "cluster", "lab", "deploy"]
 
 #: Subcommands that parse their own arguments (module with ``run_argv``).
 PASSTHROUGH = {"analyze": "analyze"}
 
 #: Subcommands defined together in one module.
 COMMAND_MODULES = {"pub": "pubsub", "sub": "pubsub", "status": "pubsub", "topics": "pubsub",
+                   "fetch": "consumers",
                    "ring": "topology",
                    "tree": "topology"}
 

@@ -28,14 +28,23 @@ from __future__ import annotations
 import itertools
 import os
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import trio
 
+from overlay.client_durable import (
+    AsyncSettling,
+    BlockingSettling,
+    consumers_request,
+    durable_fields,
+    fetch_request,
+    settle_request,
+    settle_runs,
+)
 from overlay.core.errors import FrameError
 from overlay.core.framing import (
     FrameDecoder,
@@ -154,13 +163,62 @@ class Event:
     payload: bytes
     publisher: str
     ts: float
+    #: Deliveries of this event to a durable consumer so far, this one included.
+    attempt: int = 1
 
     @staticmethod
     def from_wire(push: dict[str, Any]) -> Event:
-        return Event(sub=push["sub"], topic=push["topic"], msg_id=push["msg_id"],
-                     seq=push.get("seq"), attrs=push.get("attrs") or {},
-                     payload=push.get("payload") or b"", publisher=push.get("publisher", ""),
-                     ts=push.get("ts", 0.0))
+        return Event(**_event_fields(push))
+
+
+def _event_fields(push: dict[str, Any]) -> dict[str, Any]:
+    return {"sub": push["sub"], "topic": push["topic"], "msg_id": push["msg_id"],
+            "seq": push.get("seq"), "attrs": push.get("attrs") or {},
+            "payload": push.get("payload") or b"", "publisher": push.get("publisher", ""),
+            "ts": push.get("ts", 0.0), "attempt": push.get("attempt", 1)}
+
+
+@dataclass(frozen=True)
+class Message(Event):
+    """An event of an async durable subscription: ``await msg.ack()`` when done with it
+    (with ``ack=True``), ``nak(delay)`` to have it again, ``term()`` to end it."""
+
+    settling: AsyncSettling | None = field(default=None, repr=False, compare=False)
+
+    async def ack(self) -> None:
+        await self._settling().ack()
+
+    async def nak(self, delay: float = 0.0) -> None:
+        await self._settling().nak(delay)
+
+    async def term(self) -> None:
+        await self._settling().term()
+
+    def _settling(self) -> AsyncSettling:
+        if self.settling is None:
+            raise ValueError("this event did not come from a durable subscription")
+        return self.settling
+
+
+@dataclass(frozen=True)
+class BlockingMessage(Event):
+    """An event of a blocking client's durable subscription: ``msg.ack()`` etc."""
+
+    settling: BlockingSettling | None = field(default=None, repr=False, compare=False)
+
+    def ack(self) -> None:
+        self._settling().ack()
+
+    def nak(self, delay: float = 0.0) -> None:
+        self._settling().nak(delay)
+
+    def term(self) -> None:
+        self._settling().term()
+
+    def _settling(self) -> BlockingSettling:
+        if self.settling is None:
+            raise ValueError("this event did not come from a durable subscription")
+        return self.settling
 
 
 @dataclass(frozen=True)
@@ -174,8 +232,11 @@ _OutcomeChannel = trio.MemorySendChannel["Published | RequestError"]
 
 
 def subscribe_request(topic: str, filter: str, expiry: float | None, group: str | None,
-                      last: int | None, since_seq: int | None) -> dict[str, Any]:
-    req: dict[str, Any] = {"op": "subscribe", "topic": topic, "filter": filter}
+                      last: int | None, since_seq: int | None,
+                      durable: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``durable``: the fields of :func:`overlay.client_durable.durable_fields`."""
+    req: dict[str, Any] = {"op": "subscribe", "topic": topic, "filter": filter,
+                           **(durable or {})}
     if expiry is not None:
         req["expiry"] = expiry
     if group is not None:
@@ -196,10 +257,10 @@ def sizes_of(hello: dict[str, Any]) -> SizeLimits:
 
 def publish_request(topic: str, attrs: dict[str, AttrValue] | None, payload: bytes,
                     reliable: bool, msg_id: str | None,
-                    sizes: SizeLimits | None = None) -> dict[str, Any]:
+                    sizes: SizeLimits | None = None, ttl: float | None = None) -> dict[str, Any]:
     """A publish request; an event over the daemon's limits (``sizes``) raises
     :class:`TooLarge` here, as the daemon would answer."""
-    req = publish_event(topic, attrs, payload, msg_id)
+    req = publish_event(topic, attrs, payload, msg_id, ttl)
     if sizes is not None and (refused := too_large(req, sizes)) is not None:
         raise refused
     req["op"] = "publish"
@@ -227,11 +288,13 @@ def too_large(event: dict[str, Any], sizes: SizeLimits) -> TooLarge | None:
 
 
 def publish_event(topic: str, attrs: dict[str, AttrValue] | None = None, payload: bytes = b"",
-                  msg_id: str | None = None) -> dict[str, Any]:
+                  msg_id: str | None = None, ttl: float | None = None) -> dict[str, Any]:
     """One event of a batched publish (``publish_many``)."""
     event: dict[str, Any] = {"topic": topic, "attrs": attrs or {}, "payload": payload}
     if msg_id is not None:
         event["msg_id"] = msg_id
+    if ttl is not None:
+        event["ttl"] = ttl
     return event
 
 
@@ -304,6 +367,28 @@ class Subscription:
         await self.client.request({"op": "unsubscribe", "sub": self.sub})
         self.client._end_subscription(self.sub)
 
+    # -- a durable subscription (docs/API.md, Durable consumers) ------------------------
+
+    async def ack(self, msg_ids: Sequence[str]) -> None:
+        """Acknowledge events by msg_id (split across requests by the frame's bytes)."""
+        await self.settle("ack", msg_ids)
+
+    async def nak(self, msg_ids: Sequence[str], delay: float = 0.0) -> None:
+        await self.settle("nak", msg_ids, delay)
+
+    async def term(self, msg_ids: Sequence[str]) -> None:
+        await self.settle("term", msg_ids)
+
+    async def settle(self, op: str, msg_ids: Sequence[str], delay: float = 0.0) -> None:
+        for run in settle_runs(msg_ids, self.client.sizes):
+            await self.client.request(settle_request(self.sub, op, run, delay))
+
+    async def fetch(self, max: int = 1, wait: float = 0.0) -> list[Message]:
+        """Up to ``max`` events of a ``pull`` subscription, waiting up to ``wait`` seconds
+        for the first (0: at once, maybe none)."""
+        reply = await self.client.request(fetch_request(self.sub, max, wait))
+        return [self.client._message(item) for item in reply.get("events") or ()]
+
 
 class AsyncClient:
     def __init__(self, stream: trio.abc.Stream, buffer: int) -> None:
@@ -365,15 +450,16 @@ class AsyncClient:
 
     async def publish(self, topic: str, payload: bytes = b"", *,
                       attrs: dict[str, AttrValue] | None = None, reliable: bool = True,
-                      msg_id: str | None = None) -> Published:
-        """Publish one event. Publishes that several tasks start together leave in one
-        batched publish (when the daemon offers it)."""
+                      msg_id: str | None = None, ttl: float | None = None) -> Published:
+        """Publish one event (``ttl``: seconds it may be delivered in). Publishes that
+        several tasks start together leave in one batched publish (when the daemon
+        offers it)."""
         if not self._batching:
             reply = await self.request(publish_request(topic, attrs, payload, reliable, msg_id,
-                                                       self.sizes))
+                                                       self.sizes, ttl))
             return Published(reply["msg_id"], reply.get("seq"))
-        outcome = (await self._publish_events([publish_event(topic, attrs, payload, msg_id)],
-                                              reliable))[0]
+        outcome = (await self._publish_events(
+            [publish_event(topic, attrs, payload, msg_id, ttl)], reliable))[0]
         if isinstance(outcome, RequestError):
             raise outcome
         return outcome
@@ -448,10 +534,19 @@ class AsyncClient:
     @asynccontextmanager
     async def subscribe(self, topic: str, filter: str = "", *, expiry: float | None = None,
                         group: str | None = None, last: int | None = None,
-                        since_seq: int | None = None) -> AsyncIterator[Subscription]:
+                        since_seq: int | None = None, durable: str | None = None,
+                        ack: bool | None = None, ack_wait: float | None = None,
+                        max_deliver: int | None = None, dead_letter: str | None = None,
+                        max_inflight: int | None = None,
+                        pull: bool | None = None) -> AsyncIterator[Subscription]:
+        """A subscription, ended on exit. With ``durable``: attached to that durable
+        consumer of the topic (its settings: ``ack`` ... ``pull``, None for the
+        daemon's defaults); its events are :class:`Message` values to acknowledge."""
+        fields = durable_fields(durable, ack=ack, ack_wait=ack_wait, max_deliver=max_deliver,
+                                dead_letter=dead_letter, max_inflight=max_inflight, pull=pull)
         send_channel, receive_channel = trio.open_memory_channel[Event](self._buffer)
         reply = await self.request(subscribe_request(topic, filter, expiry, group, last,
-                                                     since_seq), events=send_channel)
+                                                     since_seq, fields), events=send_channel)
         sub = reply["sub"]
         subscription = Subscription(self, sub, receive_channel)
         try:
@@ -465,6 +560,27 @@ class AsyncClient:
     async def status(self) -> dict[str, Any]:
         reply = await self.request({"op": "status"})
         return {k: v for k, v in reply.items() if k not in ("rid", "ok")}
+
+    async def consumers(self, topic: str, durable: str | None = None) -> list[dict[str, Any]]:
+        """``topic``'s durable consumers as its root reports them (docs/API.md)."""
+        reply = await self.request(consumers_request(topic, durable))
+        return list(reply["consumers"])
+
+    async def delete_consumer(self, topic: str, durable: str) -> bool:
+        """End a durable consumer; whether there was one."""
+        reply = await self.request({"op": "delete_consumer", "topic": topic,
+                                    "durable": durable})
+        return bool(reply["deleted"])
+
+    def _message(self, notify: dict[str, Any]) -> Message:
+        """A durable subscription's event, which acknowledges itself through it."""
+        sub = notify["sub"]
+
+        async def settle(op: str, msg_ids: Sequence[str], delay: float) -> None:
+            await self.request(settle_request(sub, op, msg_ids, delay))
+
+        return Message(**_event_fields(notify),
+                       settling=AsyncSettling(notify["msg_id"], settle))
 
     def _end_subscription(self, sub: int) -> None:
         channel = self._subs.pop(sub, None)
@@ -516,7 +632,7 @@ class AsyncClient:
         elif event == "notify_batch":
             for notify in msg.get("events") or ():
                 await self._notify(notify)
-        elif event == "expired":
+        elif event in ("expired", "ended"):
             self._end_subscription(msg.get("sub", -1))
         elif event == "error":
             raise RequestError.from_wire(msg.get("error"))
@@ -525,8 +641,10 @@ class AsyncClient:
         channel = self._subs.get(notify.get("sub", -1))
         if channel is not None:
             # Waits when the application is behind: we stop reading, the daemon's
-            # bounded queue fills, and it applies its overload policy.
-            await channel.send(Event.from_wire(notify))
+            # bounded queue fills, and it applies its overload policy. Only a durable
+            # subscription's notify carries ``attempt`` past 1 or a consumer to settle
+            # with: every notify becomes a Message, whose ack a plain one refuses.
+            await channel.send(self._message(notify))
 
 
 @asynccontextmanager
@@ -614,9 +732,9 @@ class BlockingClient:
 
     def publish(self, topic: str, payload: bytes = b"", *,
                 attrs: dict[str, AttrValue] | None = None, reliable: bool = True,
-                msg_id: str | None = None) -> Published:
+                msg_id: str | None = None, ttl: float | None = None) -> Published:
         reply = self.request(publish_request(topic, attrs, payload, reliable, msg_id,
-                                             self.sizes))
+                                             self.sizes, ttl))
         return Published(reply["msg_id"], reply.get("seq"))
 
     def publish_many(self, events: list[dict[str, Any]], *,
@@ -658,9 +776,51 @@ class BlockingClient:
 
     def subscribe(self, topic: str, filter: str = "", *, expiry: float | None = None,
                   group: str | None = None, last: int | None = None,
-                  since_seq: int | None = None) -> int:
-        req = subscribe_request(topic, filter, expiry, group, last, since_seq)
+                  since_seq: int | None = None, durable: str | None = None,
+                  ack: bool | None = None, ack_wait: float | None = None,
+                  max_deliver: int | None = None, dead_letter: str | None = None,
+                  max_inflight: int | None = None, pull: bool | None = None) -> int:
+        """A subscription's handle; with ``durable``, attached to that durable consumer
+        (:meth:`events` gives its events as :class:`BlockingMessage` values)."""
+        fields = durable_fields(durable, ack=ack, ack_wait=ack_wait, max_deliver=max_deliver,
+                                dead_letter=dead_letter, max_inflight=max_inflight, pull=pull)
+        req = subscribe_request(topic, filter, expiry, group, last, since_seq, fields)
         return int(self.request(req)["sub"])
+
+    def ack(self, sub: int, msg_ids: Sequence[str]) -> None:
+        self.settle(sub, "ack", msg_ids)
+
+    def nak(self, sub: int, msg_ids: Sequence[str], delay: float = 0.0) -> None:
+        self.settle(sub, "nak", msg_ids, delay)
+
+    def term(self, sub: int, msg_ids: Sequence[str]) -> None:
+        self.settle(sub, "term", msg_ids)
+
+    def settle(self, sub: int, op: str, msg_ids: Sequence[str], delay: float = 0.0) -> None:
+        """``ack``, ``nak`` or ``term`` of a durable subscription's events."""
+        for run in settle_runs(msg_ids, self.sizes):
+            self.request(settle_request(sub, op, run, delay))
+
+    def fetch(self, sub: int, max: int = 1, wait: float = 0.0) -> list[BlockingMessage]:
+        """Up to ``max`` events of a ``pull`` subscription, waiting up to ``wait`` s."""
+        reply = self.request(fetch_request(sub, max, wait))
+        return [self._message(item) for item in reply.get("events") or ()]
+
+    def consumers(self, topic: str, durable: str | None = None) -> list[dict[str, Any]]:
+        return list(self.request(consumers_request(topic, durable))["consumers"])
+
+    def delete_consumer(self, topic: str, durable: str) -> bool:
+        reply = self.request({"op": "delete_consumer", "topic": topic, "durable": durable})
+        return bool(reply["deleted"])
+
+    def _message(self, notify: dict[str, Any]) -> BlockingMessage:
+        sub = notify["sub"]
+
+        def settle(op: str, msg_ids: Sequence[str], delay: float) -> None:
+            self.request(settle_request(sub, op, msg_ids, delay))
+
+        return BlockingMessage(**_event_fields(notify),
+                               settling=BlockingSettling(notify["msg_id"], settle))
 
     def unsubscribe(self, sub: int) -> None:
         self.request({"op": "unsubscribe", "sub": sub})
@@ -683,8 +843,10 @@ class BlockingClient:
         else:
             self._events.append(msg)
 
-    def events(self) -> Iterator[Event | int]:
-        """Pushes as they come: an :class:`Event`, or the sub id of an expired subscription.
+    def events(self) -> Iterator[BlockingMessage | int]:
+        """Pushes as they come: an event (a :class:`BlockingMessage`, which a durable
+        subscription's event acknowledges itself with), or the sub id of a subscription
+        that ended (expired, or its durable consumer deleted).
 
         Raises ``TimeoutError`` when nothing arrives within the socket timeout.
         """
@@ -695,8 +857,8 @@ class BlockingClient:
             msg = self._events.pop(0)
             kind = msg.get("event")
             if kind == "notify":
-                yield Event.from_wire(msg)
-            elif kind == "expired":
+                yield self._message(msg)
+            elif kind in ("expired", "ended"):
                 yield int(msg["sub"])
             elif kind == "error":
                 raise RequestError.from_wire(msg.get("error"))

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from overlay.client import BlockingClient, ClientError, Event, default_target
+from overlay.client_durable import durable_fields
 
 PUB_EXAMPLES = """examples:
   overlay pub prices '{"px": 1}' -a sym=ACME -a price=101.5
@@ -25,6 +26,8 @@ SUB_EXAMPLES = """examples:
   overlay sub jobs --group workers           one of the group gets each event
   overlay sub prices --last 50               replay what the root still retains
   overlay sub orders --from-start            every retained event from the first (durable logs)
+  overlay sub tasks --durable workers --ack  a work queue: each event acknowledged once printed
+  overlay sub tasks --durable audit --ack --ack-wait 60 --max-deliver 3 --dead-letter tasks.dead
 """
 
 
@@ -41,6 +44,8 @@ def register(subparsers: Any) -> None:
     pub.add_argument("--unreliable", action="store_true",
                      help="do not wait for the root and its replicas to hold the event")
     pub.add_argument("--msg-id", help="hex id making a retried publish idempotent")
+    pub.add_argument("--ttl", type=float, metavar="S",
+                     help="not delivered once S seconds old (structured mode)")
     _api_arg(pub)
     pub.set_defaults(func=run_pub)
 
@@ -59,6 +64,7 @@ def register(subparsers: Any) -> None:
                         help="first replay every retained event, from the first")
     replay.add_argument("--since-seq", type=int, metavar="S",
                         help="first replay every retained event with seq >= S")
+    durable_args(sub)
     out = sub.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="one JSON object per event")
     out.add_argument("--raw", action="store_true", help="payload bytes only")
@@ -82,6 +88,33 @@ def register(subparsers: Any) -> None:
     topics.add_argument("--json", action="store_true", help="one JSON object per topic")
     _api_arg(topics)
     topics.set_defaults(func=run_topics)
+
+
+def durable_args(parser: argparse.ArgumentParser, pull: bool = False) -> None:
+    """The options of a durable subscription (docs/API.md, Durable consumers)."""
+    group = parser.add_argument_group("durable consumer")
+    group.add_argument("--durable", metavar="NAME", required=pull,
+                       help="attach to the topic's durable consumer NAME (created if new)")
+    group.add_argument("--ack", action="store_true", default=None,
+                       help="acknowledge each event once printed (else redelivered after "
+                       "--ack-wait)")
+    group.add_argument("--ack-wait", type=float, metavar="S", help="seconds (default 30)")
+    group.add_argument("--max-deliver", type=int, metavar="K",
+                       help="attempts before the dead letter (default 5)")
+    group.add_argument("--dead-letter", metavar="TOPIC",
+                       help="publish dead-lettered events there (default: drop them)")
+    group.add_argument("--max-inflight", type=int, metavar="N",
+                       help="unacknowledged events at once (default 256)")
+
+
+def durable_options(args: argparse.Namespace, pull: bool | None = None) -> dict[str, Any]:
+    """The subscribe keyword arguments of the durable options given (ValueError: settings
+    without ``--durable``)."""
+    settings = {"ack": args.ack, "ack_wait": args.ack_wait, "max_deliver": args.max_deliver,
+                "dead_letter": args.dead_letter, "max_inflight": args.max_inflight,
+                "pull": pull}
+    durable_fields(args.durable, **settings)  # the client's one check of them
+    return {} if args.durable is None else {"durable": args.durable, **settings}
 
 
 def _api_arg(parser: argparse.ArgumentParser) -> None:
@@ -116,7 +149,8 @@ def run_pub(args: argparse.Namespace) -> int:
         with BlockingClient.connect(args.api, client_name="overlay-pub") as client:
             for _ in range(max(args.count, 0)):
                 result = client.publish(args.topic, payload, attrs=attrs,
-                                        reliable=not args.unreliable, msg_id=args.msg_id)
+                                        reliable=not args.unreliable, msg_id=args.msg_id,
+                                        ttl=args.ttl)
                 seq = "" if result.seq is None else f" seq {result.seq}"
                 print(f"published {result.msg_id}{seq}", file=sys.stderr)
     except ClientError as exc:
@@ -133,29 +167,42 @@ def format_event(event: Event, as_json: bool) -> str:
             payload = {"base64": base64.b64encode(event.payload).decode()}
         return json.dumps({"topic": event.topic, "msg_id": event.msg_id, "seq": event.seq,
                            "attrs": event.attrs, "payload": payload,
-                           "publisher": event.publisher, "ts": event.ts})
+                           "publisher": event.publisher, "ts": event.ts,
+                           "attempt": event.attempt})
     attrs = " ".join(f"{k}={v!r}" for k, v in sorted(event.attrs.items()))
     seq = "-" if event.seq is None else event.seq
     return f"[{event.topic} #{seq}] {attrs} {event.payload.decode(errors='replace')}".rstrip()
 
 
+def print_event(event: Event, args: argparse.Namespace) -> None:
+    if args.raw:
+        sys.stdout.buffer.write(event.payload)
+        sys.stdout.buffer.flush()
+    else:
+        print(format_event(event, args.json), flush=True)
+
+
 def run_sub(args: argparse.Namespace) -> int:
     received = 0
+    try:
+        durable = durable_options(args)
+    except ValueError as exc:
+        print(f"overlay sub: {exc}", file=sys.stderr)
+        return 2
     try:
         with BlockingClient.connect(args.api, timeout=None, client_name="overlay-sub") as client:
             client.subscribe(args.topic, args.filter, expiry=args.expiry, group=args.group,
                              last=args.last,
-                             since_seq=1 if args.from_start else args.since_seq)
+                             since_seq=1 if args.from_start else args.since_seq, **durable)
             client.set_timeout(args.timeout)
             for item in client.events():
                 if not isinstance(item, Event):
-                    print("overlay sub: the subscription expired", file=sys.stderr)
+                    print("overlay sub: the subscription ended (expired, or its durable "
+                          "consumer was deleted)", file=sys.stderr)
                     return 0
-                if args.raw:
-                    sys.stdout.buffer.write(item.payload)
-                    sys.stdout.buffer.flush()
-                else:
-                    print(format_event(item, args.json), flush=True)
+                print_event(item, args)
+                if args.ack:  # printed (flushed): done with it
+                    item.ack()
                 received += 1
                 if args.count is not None and received >= args.count:
                     return 0
