@@ -56,6 +56,8 @@ from scribe.state import ScribeState
 
 #: Heartbeat intervals a member's attachment lasts without being renewed.
 LEASE_INTERVALS = 3.5
+#: What a member of a deleted consumer is told.
+DELETED = "the durable consumer was deleted"
 
 #: Publishes an event (the dead letters): (now, topic, attrs, payload).
 PublishEvent = Callable[[float, str, Mapping[str, AttrValue], bytes], None]
@@ -93,9 +95,13 @@ class ConsumerRoots:
         self.copies: dict[Key, tuple[Progress, str]] = {}
         #: Topic -> its consumers' names here (the release path asks per event).
         self._by_topic: dict[str, set[str]] = {}
+        #: Consumers deleted lately: the members attached then, and until when their
+        #: attachments (renewals already on their way) are refused rather than creating
+        #: the consumer anew.
+        self._deleted: dict[Key, tuple[frozenset[Member], float]] = {}
 
     def __bool__(self) -> bool:
-        return bool(self.hosted)
+        return bool(self.hosted or self._deleted)
 
     # -- at the root -------------------------------------------------------------------------
 
@@ -103,6 +109,12 @@ class ConsumerRoots:
         if not self._here(now, msg.topic, msg, routed):
             return
         key = (msg.topic, msg.name)
+        member = Member(msg.member.addr, msg.sub)
+        deleted = self._deleted.get(key)
+        if deleted is not None and member in deleted[0]:
+            self.s.send(msg.member, ConsumerAttached(msg.topic, msg.name, msg.sub, self.s.me,
+                                                     DELETED, "deleted"))
+            return
         hosted = self.hosted.get(key)
         error = None
         code = "invalid"
@@ -118,7 +130,6 @@ class ConsumerRoots:
             self.s.send(msg.member, ConsumerAttached(msg.topic, msg.name, msg.sub, self.s.me,
                                                      error, code))
             return
-        member = Member(msg.member.addr, msg.sub)
         fresh = member not in hosted.leases
         hosted.leases[member] = now + LEASE_INTERVALS * self.s.config.heartbeat_interval
         if fresh:
@@ -175,6 +186,9 @@ class ConsumerRoots:
 
     def tick(self, now: float) -> None:
         """Expire leases, run the consumers' clocks, persist and copy what changed."""
+        for key, (_, until) in list(self._deleted.items()):
+            if until <= now:
+                del self._deleted[key]
         for (topic, name), hosted in list(self.hosted.items()):
             for member, until in list(hosted.leases.items()):
                 if until <= now:
@@ -228,8 +242,10 @@ class ConsumerRoots:
             self.s.send(replica, ConsumerSync(topic, name, self.s.me, None, ""))
         for member in hosted.leases:
             self.s.host.send_direct(member.node, ConsumerAttached(
-                topic, name, member.sub, self.s.me, "the durable consumer was deleted",
-                "deleted"))
+                topic, name, member.sub, self.s.me, DELETED, "deleted"))
+        self._deleted[(topic, name)] = (
+            frozenset(hosted.leases),
+            now + 2 * LEASE_INTERVALS * self.s.config.heartbeat_interval)
         self.s.trace("consumer", topic=topic, durable=name, op="delete", member=None,
                      sub=None)
         return True

@@ -281,3 +281,30 @@ def test_a_consumer_resumed_far_behind_the_log_jumps_its_floor_to_what_is_held()
     assert resumed.ack_floor == 1_000_000
     assert resumed.progress().done == () and resumed.progress().attempts == ()
     assert resumed.stats()["pending"] == 2
+
+
+def test_a_fetch_answer_stops_at_its_byte_budget_and_the_rest_waits_for_the_next() -> None:
+    c, log = consumer(ack=True, pull=True)
+    c.attach(0.0, A)
+    publish(c, log, 0.0, 1, 2, 3)
+    cost = log[1].cost()  # the three events cost the same
+    # room for two events exactly: the third would go one byte past it
+    assert seqs_of(c.fetch(1.0, A, 1, 10, wait=0.0, max_bytes=2 * cost)) == [
+        ("a", 1, 1), ("a", 2, 1)]
+    assert seqs_of(c.fetch(1.0, A, 2, 10, wait=0.0, max_bytes=2 * cost - 1)) == [("a", 3, 1)]
+    # the first event always goes, whatever it costs
+    publish(c, log, 2.0, 4)
+    assert seqs_of(c.fetch(2.0, A, 3, 10, wait=0.0, max_bytes=1)) == [("a", 4, 1)]
+
+
+def test_an_event_past_its_ttl_is_neither_delivered_nor_redelivered() -> None:
+    c, log = consumer(ack=True, ack_wait=5.0)
+    log[1] = EventBody("tasks", "0001", 1, {"kind": "job"}, b"p", "01", 0.0, 3.0)
+    log[2] = EventBody("tasks", "0002", 2, {"kind": "job"}, b"p", "01", 0.0, 10.0)
+    c.offer(0.0, log[1])
+    c.offer(0.0, log[2])
+    assert seqs_of(c.attach(3.0, A)) == [("a", 2, 1)]  # 1's ttl ended at 3: done, not given
+    assert c.ack_floor == 1
+    assert seqs_of(c.tick(8.0)) == [("a", 2, 2)]  # its ack wait ended before its ttl (10)
+    assert seqs_of(c.tick(13.0)) == []  # the second ack wait ended after the ttl: done
+    assert c.ack_floor == 2 and c.stats()["inflight"] == 0

@@ -154,3 +154,37 @@ def test_the_consumer_and_its_progress_survive_a_restart_of_every_node() -> None
     assert len(before) == 20
     assert set(after) == {f"{i + 1:032x}" for i in range(20, 40)}  # the rest, and only
     assert len(after) == len(set(after))
+
+
+def test_a_query_reports_the_consumer_from_its_root_and_a_delete_ends_its_members() -> None:
+    """A node that is no member asks the topic's root about its consumers, then deletes
+    one: the member's node is told (a ``consumer_refused`` notice, code ``deleted``), and
+    a later query finds none. A fetch on a push consumer is refused at the member."""
+    world = build(4, 12, SyncPolicy("always"))
+    sim = world.sim
+    member, asker = sim_address(2), sim_address(9)
+    notices: list[tuple[str, str, dict[str, object]]] = []
+    sim.on_notice.append(lambda addr, notice, now: notices.append(
+        (addr, notice.kind, dict(notice.data))))
+    sim.at(0.5, lambda: sim.invoke(member, lambda core, now: core.app.durable_subscribe(
+        now, TOPIC, "workers", 1, "i > 1", CONFIG)))
+    for i in range(5):
+        sim.at(5.0 + 0.1 * i, lambda i=i: sim.invoke(member, lambda core, now: core.app.publish(
+            now, TOPIC, {"i": i}, b"task", f"{i + 1:032x}", reliable=True)))
+    sim.at(9.0, lambda: sim.invoke(asker, lambda core, now: core.app.consumers_query(
+        now, 11, TOPIC)))
+    sim.at(10.0, lambda: sim.invoke(asker, lambda core, now: core.app.consumers_query(
+        now, 12, TOPIC, "workers", delete=True)))
+    sim.at(11.0, lambda: sim.invoke(asker, lambda core, now: core.app.consumers_query(
+        now, 13, TOPIC)))
+    sim.run(until=12.0)
+    reports = {n["query_id"]: n for a, kind, n in notices if kind == "consumers" and a == asker}
+    assert set(reports) == {11, 12, 13}
+    (first,) = reports[11]["consumers"]  # type: ignore[misc]
+    # i > 1: three of the five wanted, in flight to the member (max_inflight 4), not acked
+    assert (first["durable"], first["filter"], first["inflight"], first["members"],
+            first["ack_floor"]) == ("workers", "i > 1", 3, 1, 2)
+    assert [c["durable"] for c in reports[12]["consumers"]] == ["workers"]  # type: ignore[attr-defined]
+    assert reports[13]["consumers"] == [] and reports[13]["more"] is False
+    ended = [n for a, kind, n in notices if kind == "consumer_refused" and a == member]
+    assert ended == [{"sub": 1, "code": "deleted", "error": "the durable consumer was deleted"}]

@@ -72,3 +72,43 @@ def test_past_retain_bytes_the_oldest_go_once_old_enough_and_the_bytes_follow() 
     retained.add(7.0, sized(7, 1))  # one byte past the bound: the oldest goes
     retained.trim(11.0, config)
     assert kept(retained) == [4, 5, 6, 7] and retained.payload_bytes == 701
+
+
+def with_ttl(seq: int, ts: float, ttl: float | None) -> EventBody:
+    return EventBody("t", f"{seq:02x}", seq, {}, b"", "ab", ts, ttl)
+
+
+def test_an_event_past_its_ttl_leaves_when_it_is_the_oldest() -> None:
+    roomy = TopicRetention(count=100, bytes=256 << 20, seconds=600.0, min_age=3.0)
+    retained = Retained()
+    retained.add(0.0, with_ttl(1, 0.0, 10.0))  # expires at 10 (the clock of ts)
+    retained.add(0.0, with_ttl(2, 0.0, None))
+    retained.add(0.0, with_ttl(3, 0.0, 5.0))  # expires at 5, behind one that stays
+    retained.trim(9.99, roomy)
+    assert kept(retained) == [1, 2, 3]
+    retained.trim(10.0, roomy)  # at its ttl exactly it is gone (ts + ttl <= now)
+    assert kept(retained) == [2, 3] and retained.complete_from == 2
+    # 3 waits behind 2 (oldest first, as retention trims), and is not delivered meanwhile
+    assert with_ttl(3, 0.0, 5.0).expired(10.0)
+
+
+def test_the_ttl_counts_on_the_wall_clock_through_the_clock_offset() -> None:
+    offset = TopicRetention(count=100, bytes=256 << 20, seconds=600.0, min_age=3.0,
+                            clock_offset=1000.0)
+    retained = Retained()
+    retained.add(0.0, with_ttl(1, 1000.0, 10.0))  # published at wall time 1000 = core 0
+    retained.trim(9.0, offset)
+    assert kept(retained) == [1]
+    retained.trim(10.0, offset)
+    assert kept(retained) == []
+
+
+def test_a_young_ttl_event_is_looked_at_again_when_its_ttl_ends_not_only_at_min_age() -> None:
+    tight = TopicRetention(count=1, bytes=256 << 20, seconds=600.0, min_age=30.0)
+    retained = Retained()
+    retained.add(0.0, with_ttl(1, 0.0, 2.0))
+    retained.add(0.0, with_ttl(2, 0.0, None))
+    retained.trim(1.0, tight)  # over the count, but young: kept, untouchable for a while
+    assert kept(retained) == [1, 2]
+    retained.trim(2.0, tight)  # the ttl ends before min_age does
+    assert kept(retained) == [2]
