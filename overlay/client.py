@@ -271,8 +271,7 @@ def publish_request(topic: str, attrs: dict[str, AttrValue] | None, payload: byt
 def batching_of(hello: dict[str, Any]) -> tuple[bool, int]:
     """Whether the daemon takes ``publish_batch`` requests, and how many events each."""
     max_batch = hello.get("max_batch")
-    offered = "publish_batch" in hello.get("features", ()) and type(max_batch) is int
-    if not offered:
+    if "publish_batch" not in hello.get("features", ()) or type(max_batch) is not int:
         return False, 0
     return max_batch > 1, max_batch
 
@@ -606,7 +605,9 @@ class AsyncClient:
             self._closed = ConnectionLost("connection to the daemon lost")
         finally:
             batches = [channel for batch in self._batches.values() for channel in batch]
-            for channel in [*self._pending.values(), *self._subs.values(), *batches]:
+            channels: list[trio.MemorySendChannel[Any]] = [
+                *self._pending.values(), *self._subs.values(), *batches]
+            for channel in channels:
                 channel.close()
             self._subs.clear()
             self._batches.clear()

@@ -56,6 +56,11 @@ from scribe.state import ScribeState
 
 #: Heartbeat intervals a member's attachment lasts without being renewed.
 LEASE_INTERVALS = 3.5
+#: Seconds at most between a consumer's change (an acknowledgement, say) and its
+#: progress reaching the root's store and its replicas: a crash of them all within it
+#: may deliver the change's events again (docs/API.md, Durable consumers).
+FLUSH_DELAY = 0.05
+FLUSH = "consumers_flush"
 #: What a member of a deleted consumer is told.
 DELETED = "the durable consumer was deleted"
 
@@ -79,6 +84,10 @@ class Hosted:
     leases: dict[Member, float] = field(default_factory=dict)
     #: Changed since it was last persisted and copied.
     dirty: bool = True
+    #: Resumed from this node's copy as it became root: until then the replicas may
+    #: answer with newer copies (``on_sync``), and members attaching meanwhile wait.
+    gathering_until: float = float("-inf")
+    waiting: set[Member] = field(default_factory=set)
 
 
 class ConsumerRoots:
@@ -134,7 +143,10 @@ class ConsumerRoots:
         hosted.leases[member] = now + LEASE_INTERVALS * self.s.config.heartbeat_interval
         if fresh:
             self.s.send(msg.member, ConsumerAttached(msg.topic, msg.name, msg.sub, self.s.me))
-            self._carry_out(now, hosted, hosted.consumer.attach(now, member))
+            if now < hosted.gathering_until:
+                hosted.waiting.add(member)  # it gets events once the copies are gathered
+            else:
+                self._carry_out(now, hosted, hosted.consumer.attach(now, member))
         self.s.wake(now)
 
     def on_detach(self, now: float, msg: ConsumerDetach, routed: bool) -> None:
@@ -142,6 +154,7 @@ class ConsumerRoots:
         if hosted is not None:
             member = Member(msg.member.addr, msg.sub)
             hosted.leases.pop(member, None)
+            hosted.waiting.discard(member)
             self._carry_out(now, hosted, hosted.consumer.detach(now, member))
 
     def on_ack(self, now: float, msg: ConsumerAck, routed: bool) -> None:
@@ -193,7 +206,12 @@ class ConsumerRoots:
             for member, until in list(hosted.leases.items()):
                 if until <= now:
                     del hosted.leases[member]
+                    hosted.waiting.discard(member)
                     self._carry_out(now, hosted, hosted.consumer.detach(now, member))
+            if hosted.waiting and now >= hosted.gathering_until:
+                for member in sorted(hosted.waiting, key=lambda m: (m.node, m.sub)):
+                    self._carry_out(now, hosted, hosted.consumer.attach(now, member))
+                hosted.waiting.clear()
             deadline = hosted.consumer.next_deadline()
             if deadline is not None and deadline <= now:
                 self._carry_out(now, hosted, hosted.consumer.tick(now))
@@ -211,6 +229,7 @@ class ConsumerRoots:
         delays). Leases are coarse: the maintenance tick, every heartbeat interval while
         a consumer is hosted, expires them."""
         times = [d for h in self.hosted.values() if (d := h.consumer.next_deadline()) is not None]
+        times += [h.gathering_until for h in self.hosted.values() if h.waiting]
         return min(times) if times else None
 
     def on_query(self, now: float, msg: ConsumerQuery, routed: bool) -> None:
@@ -269,14 +288,42 @@ class ConsumerRoots:
     # -- as a replica, and taking the root role -----------------------------------------------
 
     def on_sync(self, now: float, msg: ConsumerSync) -> None:
+        """A root's copy of a consumer. At a replica: kept, unless the replica's own copy
+        is further along (the root resumed from an older one, e.g. its own disk after a
+        restart while another root went on): then that copy goes back to the root. At
+        the root: such a copy, taken if it is further along than the consumer here."""
         key = (msg.topic, msg.name)
         if msg.progress is None:
             self.copies.pop(key, None)
             self.durability.write(DeleteConsumer(msg.topic, msg.name))
             return
         progress = Progress.from_wire(list(msg.progress))
+        hosted = self.hosted.get(key)
+        if hosted is not None:
+            if _further(progress, hosted.consumer.progress()):
+                self._take_newer(now, key, hosted, progress)
+            return
+        held = self.copies.get(key)
+        if held is not None and _further(held[0], progress):
+            self.s.send(msg.root, ConsumerSync(msg.topic, msg.name, self.s.me,
+                                               tuple(held[0].to_wire()), held[1]))
+            return
         self.copies[key] = (progress, msg.filter)
         self.durability.write(SaveConsumer(msg.topic, msg.name, progress, msg.filter))
+
+    def _take_newer(self, now: float, key: Key, hosted: Hosted, progress: Progress) -> None:
+        """Host ``key`` from ``progress`` instead, its leases and members kept (what was in
+        flight here goes again)."""
+        try:
+            newer = self._resume(key, progress, hosted.filter_text)
+        except FilterSyntaxError:
+            return
+        newer.leases, newer.waiting = hosted.leases, hosted.waiting
+        newer.gathering_until = hosted.gathering_until
+        attached = [m for m in hosted.leases if m not in hosted.waiting]
+        for member in sorted(attached, key=lambda m: (m.node, m.sub)):
+            self._carry_out(now, newer, newer.consumer.attach(now, member))
+        self._flush_soon(now)
 
     def restore(self, topic: str, name: str, progress: Progress, filter_text: str) -> None:
         """A consumer a store loaded at start: held as a copy until this node is root."""
@@ -287,9 +334,13 @@ class ConsumerRoots:
         for key in [k for k in self.copies if k[0] == topic and k not in self.hosted]:
             progress, filter_text = self.copies.pop(key)
             try:
-                self._resume(key, progress, filter_text)
+                hosted = self._resume(key, progress, filter_text)
             except FilterSyntaxError:
                 continue  # checked where it was made: a damaged copy
+            # Its replicas get this copy at once, and answer with theirs when they are
+            # further along; members attaching meanwhile wait for that.
+            hosted.gathering_until = now + self.s.config.replica_timeout
+            self._flush_soon(now)
 
     # -- steps ----------------------------------------------------------------------------------
 
@@ -361,6 +412,14 @@ class ConsumerRoots:
                 s.trace(action.ev, **dict(action.fields))
         for member, events in pushes.items():
             self._send(member, consumer, events, None)
+        self._flush_soon(now)
+
+    def _flush_soon(self, now: float) -> None:
+        """Persist and copy the changed consumers within FLUSH_DELAY (the tick does), and
+        keep the maintenance tick going for the leases."""
+        s = self.s
+        if FLUSH not in s.timers:
+            s.timers.set(FLUSH, now + min(FLUSH_DELAY, s.config.heartbeat_interval))
         s.wake(now)
 
     def _send(self, member: Member, consumer: Consumer, events: list[tuple[EventBody, int]],
@@ -384,6 +443,12 @@ class ConsumerRoots:
         attrs = {**body.attrs, "dead_topic": body.topic, "dead_msg_id": body.msg_id,
                  "dead_attempts": letter.attempts, "dead_consumer": consumer.name}
         self.publish(now, letter.topic, attrs, body.payload)
+
+
+def _further(one: Progress, other: Progress) -> bool:
+    """Whether ``one`` has got further than ``other`` (more of the topic done)."""
+    return (one.ack_floor, len(one.done), one.offered) > \
+        (other.ack_floor, len(other.done), other.offered)
 
 
 def _wants(wanted: Filter) -> Callable[[EventBody], bool]:

@@ -188,3 +188,54 @@ def test_a_query_reports_the_consumer_from_its_root_and_a_delete_ends_its_member
     assert reports[13]["consumers"] == [] and reports[13]["more"] is False
     ended = [n for a, kind, n in notices if kind == "consumer_refused" and a == member]
     assert ended == [{"sub": 1, "code": "deleted", "error": "the durable consumer was deleted"}]
+
+
+def test_a_root_back_with_an_older_copy_takes_its_replicas_newer_one() -> None:
+    """The topic's root crashes; the members go on acknowledging at the next root; the
+    old root comes back from its disk (an older copy of the consumer) and owns the key
+    again. Its replicas answer its copy with their newer one, and members attaching
+    meanwhile wait for that: nothing acknowledged is delivered again."""
+    world = build(6, 12, SyncPolicy("always"))
+    sim = world.sim
+    addrs = sorted(world.nodes)
+    key = world.app(addrs[0]).state.mid(TOPIC)
+    ring = sorted(world.nodes.values(), key=lambda n: n.local.id)
+    root = next((n for n in ring if n.local.id >= key), ring[0]).address
+    member = next(a for a in addrs if a != root)
+    got: list[tuple[float, str, int]] = []
+
+    def on_deliver(addr: str, effect: Deliver, now: float) -> None:
+        if addr == member and effect.sub == 1:
+            got.append((now, effect.event.msg_id, effect.event.attempt))
+            sim.at(now + 0.05, lambda: sim.alive(addr) and sim.invoke(
+                addr, lambda core, t: core.app.durable_ack(t, 1, "ack",
+                                                           (effect.event.msg_id,))))
+
+    sim.on_deliver.append(on_deliver)
+    sim.at(0.5, lambda: sim.invoke(member, lambda core, now: core.app.durable_subscribe(
+        now, TOPIC, "workers", 1, "", CONFIG)))
+    publishers = [a for a in addrs if a not in (root, member)]
+    starts = (5.0, 15.0, 40.0)  # ten before the crash, ten while down, ten after its return
+    for i in range(30):
+        publisher = publishers[i % len(publishers)]
+        sim.at(starts[i // 10] + 0.1 * (i % 10), lambda a=publisher, i=i: sim.invoke(
+            a, lambda core, now: core.app.publish(now, TOPIC, {"i": i}, b"task",
+                                                  f"{i + 1:032x}", reliable=True)))
+
+    def restart_root() -> None:
+        node = world.node(root)
+        sim.add_node(node, node.node_hex)
+        disk = sim.storage(root)
+        assert isinstance(disk, MemoryLogs)
+        logs, consumers = disk.load(), disk.consumers()
+        assert consumers and consumers[0].progress.ack_floor == 10  # its copy: older
+        sim.invoke(root, lambda core, now: core.app.restore(now, logs, consumers=consumers))
+        sim.invoke(root, lambda core, now: core.join(now, [member]))
+
+    sim.at(10.0, lambda: sim.crash(root))  # the first ten acknowledged at it
+    sim.at(30.0, restart_root)  # the next ten acknowledged at the next root meanwhile
+    sim.run(until=60.0)
+    acked_ids = [m for _, m, _ in got]
+    assert set(acked_ids) == {f"{i + 1:032x}" for i in range(30)}
+    assert len(acked_ids) == len(set(acked_ids)), "an acknowledged task came again"
+    assert world.app(root).consumers.hosted  # the old root is the consumer's root again
