@@ -1,6 +1,6 @@
 """Durable consumers in summary.json and report.html: the summary folded from collected
 rows, the report's section, and a whole run over trace files of the hand-made trace of
-test_consumers (its figures worked out there)."""
+test_consumers (its figures worked out there), also read by the plain-Python oracle."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from spark_analysis.analysis import run_analysis
 from spark_analysis.cli import format_summary
 from spark_analysis.report import consumers_section
 from spark_analysis.summary import Collected, ConsumerRows, build_summary, consumers_summary
+from tests.spark import consumer_oracle, oracle
 from tests.spark.test_consumers import RECORDS, A, W
 
 pytestmark = pytest.mark.spark
@@ -103,6 +104,11 @@ def test_a_run_whose_traces_hold_consumers_reports_them(
     run_analysis(spark, str(traces), tmp_path / "out")
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     consumers = summary["consumers"]
+    # The plain-Python reading agrees on all of it (the lag series too)...
+    want = consumer_oracle.analyze(traces)
+    assert want is not None
+    oracle.assert_summary_matches(consumers, want)
+    # ...and both on the figures worked out by hand.
     for name, want in ((W, WORKERS), (A, AUDIT)):
         got = consumers["per_consumer"]["tasks"][name]
         assert {k: got[k] for k in COUNT_KEYS} == want
