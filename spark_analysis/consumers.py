@@ -9,15 +9,20 @@ and a consumer's records before and after it name one event by two seqs.
 The delivery check (one row per consumer and event in :func:`consumer_outcomes`):
 
 - *expected*: the reliable events of the consumer's topic (those with a
-  ``publish_ack``) published at or after the consumer's first record, and every event
-  it has a record of (a new consumer starts with all the root retains, so it may
-  handle events older than itself; those it has no record of may have left retention
-  before it existed and are not counted);
+  ``publish_ack``) published at or after the consumer's first record (and before its
+  ``delete``, when the trace ends with it deleted), and every event it has a record of
+  (a new consumer starts with all the root retains, so it may handle events older than
+  itself; those it has no record of may have left retention before it existed and are
+  not counted);
 - *handled*: acknowledged, terminated or dead-lettered;
-- *excluded*: not handled and dropped by some node for ``ttl`` or ``expired``;
-- *lost*: expected, neither handled nor excluded. Retention writes no record when it
-  drops an event, so an event it dropped before the consumer handled it counts as
-  lost, and so does one still pending when the trace ends.
+- *excluded*: not handled and dropped by some node for one of :data:`EXCLUDING_DROPS`
+  (its ``ttl`` passed: ``too_old``);
+- *pending_at_delete*: not handled nor excluded, of a consumer the trace ends with
+  deleted (a ``consumer`` record with op ``delete`` after its last attach): the
+  application ended the consumer with them;
+- *lost*: expected, and none of the above. Retention writes no record when it drops an
+  event, so an event it dropped before the consumer handled it counts as lost, and so
+  does one still pending when the trace ends.
 """
 
 from __future__ import annotations
@@ -38,8 +43,9 @@ CONSUMER_EVS = (Ev.CONSUMER, Ev.ACK, Ev.TERM, Ev.REDELIVER, Ev.DEAD_LETTER)
 #: A consumer is its topic and its name.
 CONSUMER = ["topic", "durable"]
 EVENT = [*CONSUMER, "msg_id"]
-#: Drop reasons that put an event outside the check (its time to live ran out).
-EXCLUDING_DROPS = ("ttl", "expired")
+#: Drop reasons that put an event outside the check: its ``ttl`` passed (``too_old``),
+#: its hop limit ran out (``ttl``, gossip), its publisher gave up on it (``expired``).
+EXCLUDING_DROPS = ("too_old", "ttl", "expired")
 #: About this many bins across the span of a lag series.
 LAG_BINS = 50
 ACK_LATENCY_PERMILLES = (P50, P99)
@@ -56,16 +62,30 @@ def consumer_records(records: DataFrame) -> DataFrame:
 
 
 def consumers_seen(crecs: DataFrame) -> DataFrame:
-    """(topic, durable, first_ts, attaches, detaches, members): per consumer, the time
-    of its first record, its ``consumer`` records by op, and the distinct (member,
-    sub) that attached."""
+    """(topic, durable, first_ts, deleted_ts, attaches, detaches, members): per
+    consumer, the time of its first record, of its last ``delete`` when no attach
+    follows it (null while the consumer exists at the end), its ``consumer`` records by
+    op, and the distinct (member, sub) that attached."""
     is_consumer = F.col("ev") == Ev.CONSUMER
     attach = is_consumer & (F.col("op") == "attach")
-    return crecs.groupBy(*CONSUMER).agg(
+    delete = is_consumer & (F.col("op") == "delete")
+    seen = crecs.groupBy(*CONSUMER).agg(
         F.min("ts").alias("first_ts"),
+        F.max(F.when(delete, F.col("ts"))).alias("_deleted"),
+        F.max(F.when(attach, F.col("ts"))).alias("_attached"),
         F.count_if(attach).alias("attaches"),
         F.count_if(is_consumer & (F.col("op") == "detach")).alias("detaches"),
         F.count_distinct(F.when(attach, F.struct("member", "sub"))).alias("members"),
+    )
+    # An attach after the delete made the consumer again (with all the root retains).
+    recreated = F.col("_attached").isNotNull() & (F.col("_attached") > F.col("_deleted"))
+    return seen.select(
+        *CONSUMER,
+        "first_ts",
+        F.when(~recreated, F.col("_deleted")).alias("deleted_ts"),
+        "attaches",
+        "detaches",
+        "members",
     )
 
 
@@ -122,37 +142,44 @@ def consumer_outcomes(
     excluded: DataFrame,
 ) -> DataFrame:
     """One row per consumer and expected event (module docs): topic, durable, msg_id,
-    acks, terms, redeliveries, dead_letters, first_ack_ts, handled, excluded, lost,
-    ack_latency_ms (first ack's ts minus the publish record's, when both exist)."""
-    since_first = (
-        reliable.join(found.select(*CONSUMER, "first_ts"), "topic")
-        .filter(F.col("pub_ts") >= F.col("first_ts"))
-        .select(*EVENT)
+    acks, terms, redeliveries, dead_letters, first_ack_ts, handled, excluded,
+    pending_at_delete, lost, ack_latency_ms (first ack's ts minus the publish
+    record's, when both exist)."""
+    lifetimes = found.select(*CONSUMER, "first_ts", "deleted_ts")
+    in_lifetime = (F.col("pub_ts") >= F.col("first_ts")) & (
+        F.col("deleted_ts").isNull() | (F.col("pub_ts") < F.col("deleted_ts"))
     )
-    expected = since_first.join(handling, EVENT, "full_outer")
+    in_window = reliable.join(lifetimes, "topic").filter(in_lifetime).select(*EVENT)
+    expected = in_window.join(handling, EVENT, "full_outer")
     published = pubs.select("msg_id", "pub_ts")
     dropped = excluded.select("msg_id", F.lit(True).alias("_dropped"))
-    joined = expected.join(published, "msg_id", "left").join(dropped, "msg_id", "left")
+    joined = (
+        expected.join(lifetimes.select(*CONSUMER, "deleted_ts"), CONSUMER, "left")
+        .join(published, "msg_id", "left")
+        .join(dropped, "msg_id", "left")
+    )
     counts = ["acks", "terms", "redeliveries", "dead_letters"]
     filled = joined.fillna(0, subset=counts)
     handled = (F.col("acks") > 0) | (F.col("terms") > 0) | (F.col("dead_letters") > 0)
     excluded_col = ~handled & F.col("_dropped").isNotNull()
+    pending_at_delete = ~handled & ~excluded_col & F.col("deleted_ts").isNotNull()
     return filled.select(
         *EVENT,
         *counts,
         "first_ack_ts",
         handled.alias("handled"),
         excluded_col.alias("excluded"),
-        (~handled & ~excluded_col).alias("lost"),
+        pending_at_delete.alias("pending_at_delete"),
+        (~handled & ~excluded_col & ~pending_at_delete).alias("lost"),
         ((F.col("first_ack_ts") - F.col("pub_ts")) * 1000.0).alias("ack_latency_ms"),
     )
 
 
 def consumer_counts(outcomes: DataFrame, found: DataFrame) -> DataFrame:
-    """Per consumer: first_ts, attaches, detaches, members and, over its expected
-    events, expected, handled, acknowledged (events acked), acks (records),
+    """Per consumer: first_ts, deleted_ts, attaches, detaches, members and, over its
+    expected events, expected, handled, acknowledged (events acked), acks (records),
     acked_more_than_once, terminated, redelivered (events), redeliveries (records),
-    dead_lettered, excluded, lost."""
+    dead_lettered, excluded, pending_at_delete, lost."""
     counted = outcomes.groupBy(*CONSUMER).agg(
         F.count(F.lit(1)).alias("expected"),
         F.count_if("handled").alias("handled"),
@@ -164,6 +191,7 @@ def consumer_counts(outcomes: DataFrame, found: DataFrame) -> DataFrame:
         F.sum("redeliveries").alias("redeliveries"),
         F.count_if(F.col("dead_letters") > 0).alias("dead_lettered"),
         F.count_if("excluded").alias("excluded"),
+        F.count_if("pending_at_delete").alias("pending_at_delete"),
         F.count_if("lost").alias("lost"),
     )
     totals = [c for c in counted.columns if c not in CONSUMER]

@@ -223,7 +223,8 @@ CONSUMER_COLUMNS = {
     "redelivered": "redelivered",
     "dead_lettered": "dead-lettered",
     "terminated": "terminated",
-    "excluded": "excluded (ttl, expired)",
+    "excluded": "excluded (too old)",
+    "pending_at_delete": "pending at delete",
     "lost": "lost",
     "ack_latency_ms_p50": "ack ms p50",
     "ack_latency_ms_p99": "ack ms p99",
@@ -276,7 +277,8 @@ def consumers_section(summary: dict[str, Any]) -> str:
         "<h2>Durable consumers</h2>"
         f'<p class="meta">Delivery check: {verdict} of {overall["expected"]} expected events '
         f"(handled: acknowledged, terminated or dead-lettered: {overall['handled']}; "
-        f"excluded, dropped for ttl or expired: {overall['excluded']}).</p>"
+        f"excluded, dropped as too old: {overall['excluded']}; pending when their consumer "
+        f"was deleted: {overall['pending_at_delete']}).</p>"
         f"<table><tr>{head}</tr>{rows}</table>{figure}"
     )
 

@@ -252,6 +252,7 @@ CONSUMER_COUNTS = (
     "redeliveries",
     "dead_lettered",
     "excluded",
+    "pending_at_delete",
     "lost",
 )
 LAG_SERIES = ("published", "acknowledged", "lag")
@@ -288,6 +289,7 @@ def consumers_summary(c: Collected) -> dict[str, Any] | None:
         key = (r["topic"], r["durable"])
         per.setdefault(r["topic"], {})[r["durable"]] = {
             "first_ts": r["first_ts"],
+            "deleted_ts": r["deleted_ts"],
             "members": int(r["members"]),
             "attaches": int(r["attaches"]),
             "detaches": int(r["detaches"]),

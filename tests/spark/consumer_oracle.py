@@ -15,7 +15,8 @@ from tests.spark.oracle import _rank, read
 
 KINDS = ("consumer", "ack", "term", "redeliver", "dead_letter")
 COUNTS = ("expected", "handled", "acknowledged", "acks", "acked_more_than_once", "terminated",
-          "redelivered", "redeliveries", "dead_lettered", "excluded", "lost")
+          "redelivered", "redeliveries", "dead_lettered", "excluded", "pending_at_delete",
+          "lost")
 
 
 def bin_width(span: float) -> float:
@@ -42,7 +43,7 @@ def analyze(path: Path, run: str | None = None) -> dict[str, Any] | None:
             pubs.setdefault(msg_id, r)  # records in order: the first one stays
         elif ev == "publish_ack" and topic is not None and msg_id is not None:
             acked_publish.setdefault((topic, msg_id), r["ts"])
-        elif ev == "drop" and r.get("reason") in ("ttl", "expired") and msg_id is not None:
+        elif ev == "drop" and r.get("reason") in ("too_old", "ttl", "expired") and msg_id:
             dropped.add(msg_id)
         elif ev in KINDS and topic is not None and r.get("durable") is not None:
             mine[(topic, r["durable"])].append(r)
@@ -59,6 +60,10 @@ def analyze(path: Path, run: str | None = None) -> dict[str, Any] | None:
     for (topic, name), rs in sorted(mine.items()):
         first_ts = min(r["ts"] for r in rs)
         attaches = [r for r in rs if r["ev"] == "consumer" and r.get("op") == "attach"]
+        deletes = [r["ts"] for r in rs if r["ev"] == "consumer" and r.get("op") == "delete"]
+        # Deleted: a delete with no attach after the last one.
+        deleted = max(deletes) if deletes and not any(
+            r["ts"] > max(deletes) for r in attaches) else None
         # msg_id -> record type -> the ts of each record of it
         by_event: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for r in rs:
@@ -66,12 +71,14 @@ def analyze(path: Path, run: str | None = None) -> dict[str, Any] | None:
                 by_event[r["msg_id"]][r["ev"]].append(r["ts"])
         expected = set(by_event) | {
             m for (t, m) in acked_publish if t == topic and published_at(t, m) >= first_ts
+            and (deleted is None or published_at(t, m) < deleted)
         }
         kinds = {m: by_event.get(m, {}) for m in expected}
         acks = {m: sorted(k.get("ack", [])) for m, k in kinds.items()}
         handled = {m for m, k in kinds.items() if k.get("ack") or k.get("term")
                    or k.get("dead_letter")}
         excluded = {m for m in expected - handled if m in dropped}
+        left_at_delete = expected - handled - excluded if deleted is not None else set()
         first_acks[(topic, name)] = {m: ts[0] for m, ts in acks.items() if ts}
         latencies = [(ts[0] - pubs[m]["ts"]) * 1000.0 for m, ts in acks.items()
                      if ts and m in pubs]
@@ -89,10 +96,12 @@ def analyze(path: Path, run: str | None = None) -> dict[str, Any] | None:
             "redeliveries": sum(len(k.get("redeliver", [])) for k in kinds.values()),
             "dead_lettered": having["dead_letter"],
             "excluded": len(excluded),
-            "lost": len(expected - handled - excluded),
+            "pending_at_delete": len(left_at_delete),
+            "lost": len(expected - handled - excluded - left_at_delete),
         }
         per.setdefault(topic, {})[name] = {
             "first_ts": first_ts,
+            "deleted_ts": deleted,
             "attaches": len(attaches),
             "detaches": sum(1 for r in rs if r["ev"] == "consumer" and r.get("op") == "detach"),
             "members": len({(r.get("member"), r.get("sub")) for r in attaches}),

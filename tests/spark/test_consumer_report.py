@@ -16,15 +16,20 @@ from spark_analysis.cli import format_summary
 from spark_analysis.report import consumers_section
 from spark_analysis.summary import Collected, ConsumerRows, build_summary, consumers_summary
 from tests.spark import consumer_oracle, oracle
-from tests.spark.test_consumers import RECORDS, A, W
+from tests.spark.test_consumers import RECORDS, A, G, W
 
 pytestmark = pytest.mark.spark
 
-COUNT_KEYS = ("first_ts", "attaches", "detaches", "members", "expected", "handled",
-              "acknowledged", "acks", "acked_more_than_once", "terminated", "redelivered",
-              "redeliveries", "dead_lettered", "excluded", "lost")
-WORKERS = dict(zip(COUNT_KEYS, (2.0, 3, 1, 2, 7, 4, 2, 3, 1, 1, 2, 3, 1, 1, 2), strict=True))
-AUDIT = dict(zip(COUNT_KEYS, (5.5, 1, 0, 1, 4, 3, 3, 3, 0, 0, 0, 0, 0, 0, 1), strict=True))
+COUNT_KEYS = ("first_ts", "deleted_ts", "attaches", "detaches", "members", "expected",
+              "handled", "acknowledged", "acks", "acked_more_than_once", "terminated",
+              "redelivered", "redeliveries", "dead_lettered", "excluded", "pending_at_delete",
+              "lost")
+WORKERS = dict(zip(COUNT_KEYS, (2.0, None, 3, 1, 2, 7, 4, 2, 3, 1, 1, 2, 3, 1, 1, 0, 2),
+                   strict=True))
+AUDIT = dict(zip(COUNT_KEYS, (5.5, None, 1, 0, 1, 4, 3, 3, 3, 0, 0, 0, 0, 0, 0, 0, 1),
+                 strict=True))
+GONE = dict(zip(COUNT_KEYS, (4.5, 6.25, 1, 0, 1, 3, 1, 1, 1, 0, 0, 0, 0, 0, 0, 2, 0),
+                strict=True))
 
 
 def latency(durable: str | None, permille: int, ms: float) -> dict[str, Any]:
@@ -69,7 +74,7 @@ def test_the_summary_gives_each_consumer_and_the_sums() -> None:
     assert summary["overall"] == {
         "members": 3, "expected": 11, "handled": 7, "acknowledged": 5, "acks": 6,
         "acked_more_than_once": 1, "terminated": 1, "redelivered": 2, "redeliveries": 3,
-        "dead_lettered": 1, "excluded": 1, "lost": 3,
+        "dead_lettered": 1, "excluded": 1, "pending_at_delete": 0, "lost": 3,
         "ack_latency_ms_p50": 1000.0, "ack_latency_ms_p99": 5000.0, "none_lost": False,
         "lag": {"ts": [2.0, 4.0, 6.0], "published": [2, 4, 8], "acknowledged": [0, 2, 2],
                 "lag": [2, 2, 6]},
@@ -109,16 +114,19 @@ def test_a_run_whose_traces_hold_consumers_reports_them(
     assert want is not None
     oracle.assert_summary_matches(consumers, want)
     # ...and both on the figures worked out by hand.
-    for name, want in ((W, WORKERS), (A, AUDIT)):
+    for name, want in ((W, WORKERS), (A, AUDIT), (G, GONE)):
         got = consumers["per_consumer"]["tasks"][name]
         assert {k: got[k] for k in COUNT_KEYS} == want
     # From 1.0 to 9.5: 8.5 s in 0.2 s bins, bins 5 (1.0-1.2) to 47 (9.4-9.6).
     assert consumers["lag_bin_seconds"] == 0.2
     workers_lag = consumers["per_consumer"]["tasks"][W]["lag"]
     assert len(workers_lag["ts"]) == 43
-    # By the end all seven publish records of tasks are in: 7 - 2 and 7 - 3 acknowledged.
+    # By the end all seven publish records of tasks are in: 7 - 2, 7 - 3 and 7 - 1
+    # acknowledged.
     assert workers_lag["lag"][-1] == 5
     assert consumers["per_consumer"]["tasks"][A]["lag"]["lag"][-1] == 4
+    assert consumers["per_consumer"]["tasks"][G]["lag"]["lag"][-1] == 6
     assert consumers["overall"]["ack_latency_ms_p99"] == 5000.0
+    assert consumers["overall"]["pending_at_delete"] == 2
     page = (tmp_path / "out" / "report.html").read_text()
     assert "Durable consumers" in page

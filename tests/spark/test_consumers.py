@@ -1,19 +1,22 @@
 """Durable consumers (``consumer``, ``ack``, ``term``, ``redeliver``, ``dead_letter``
 records): each step on a tiny in-line trace whose figures are worked out by hand below.
 
-The trace: topic ``tasks`` has two consumers, ``workers`` (two members, first record at
-2.0) and ``audit`` (one member, first record at 5.5); topic ``other`` has none.
+The trace: topic ``tasks`` has three consumers, ``workers`` (two members, first record
+at 2.0, deleted at 9.25 and made again at 9.5), ``audit`` (one member, first record at
+5.5) and ``gone`` (one member, first record at 4.5, deleted at 6.25); topic ``other``
+has none.
 
 ========  =======  ===========  =================================================
 event     publish  publish_ack  consumer records
 ========  =======  ===========  =================================================
 m1 tasks  1.0      1.25         workers ack 2.5; audit ack 6.0
 m2 tasks  3.0      3.25         workers ack 3.5, redeliver 4.0, ack 4.5
-m3 tasks  4.0      4.25         workers redeliver 5.0 and 6.0, dead_letter 7.0
+m3 tasks  4.0      4.25         workers redeliver 5.0 and 6.0, dead_letter 7.0;
+                               gone ack 4.75
 m4 tasks  5.0      5.25         workers term 5.5
 m5 tasks  6.0      6.25         audit ack 6.5
 m6 tasks  7.0      -            (unreliable: nobody's to handle)
-m7 tasks  8.0      8.25         audit ack 9.0; dropped for ttl at 8.5
+m7 tasks  8.0      8.25         audit ack 9.0; dropped as too_old at 8.5
 m8 other  5.0      5.25         -
 m9 tasks  -        9.0          (its publish record was lost: published at 9.0)
 ========  =======  ===========  =================================================
@@ -47,7 +50,7 @@ from tests.spark.helpers import assert_df_equal, records_df
 pytestmark = pytest.mark.spark
 
 ROOT, PUBLISHER = "aa", "bb"
-W, A = "workers", "audit"
+W, A, G = "workers", "audit", "gone"
 
 
 def publish(msg_id: str, ts: float, topic: str = "tasks") -> dict[str, Any]:
@@ -60,7 +63,8 @@ def published(msg_id: str, ts: float, topic: str = "tasks") -> dict[str, Any]:
             "seq": int(ts * 4)}
 
 
-def member(ts: float, durable: str, op: str, addr: str, sub: int) -> dict[str, Any]:
+def member(ts: float, durable: str, op: str, addr: str | None, sub: int | None
+           ) -> dict[str, Any]:
     return {"ts": ts, "node": ROOT, "ev": "consumer", "topic": "tasks", "durable": durable,
             "op": op, "member": addr, "sub": sub}
 
@@ -91,12 +95,17 @@ RECORDS = [
     on_event("dead_letter", 7.0, W, "m3", 3),
     on_event("term", 5.5, W, "m4", 1),
     member(8.5, W, "detach", "h:2", 2),
-    member(9.5, W, "attach", "h:1", 1),  # the same member again, on a new root
+    member(9.25, W, "delete", None, None),
+    member(9.5, W, "attach", "h:1", 1),  # the same member makes it again
     member(5.5, A, "attach", "h:3", 7),
     on_event("ack", 6.0, A, "m1", 1),
     on_event("ack", 6.5, A, "m5", 1),
     on_event("ack", 9.0, A, "m7", 1),
-    {"ts": 8.5, "node": "cc", "ev": "drop", "topic": "tasks", "msg_id": "m7", "reason": "ttl"},
+    member(4.5, G, "attach", "h:4", 9),
+    on_event("ack", 4.75, G, "m3", 1),
+    member(6.25, G, "delete", None, None),
+    {"ts": 8.5, "node": "cc", "ev": "drop", "topic": "tasks", "msg_id": "m7",
+     "reason": "too_old"},
     {"ts": 8.5, "node": "cc", "ev": "drop", "topic": "tasks", "msg_id": "m5",
      "reason": "overload"},
     # Names no consumer: left out.
@@ -140,11 +149,13 @@ def outcomes_of(spark: SparkSession) -> tuple[DataFrame, DataFrame, DataFrame]:
 
 def test_each_consumer_is_seen_with_its_members(spark: SparkSession) -> None:
     _, _, found, _ = frames(spark)
-    # workers: h:1 attached twice (3 attaches, 2 distinct members), h:2 left once.
+    # workers: h:1 attached twice (3 attaches, 2 distinct members), h:2 left once; its
+    # delete was followed by an attach. gone's was not.
     assert_df_equal(
         found,
-        [("tasks", W, 2.0, 3, 1, 2), ("tasks", A, 5.5, 1, 0, 1)],
-        ["topic", "durable", "first_ts", "attaches", "detaches", "members"],
+        [("tasks", W, 2.0, None, 3, 1, 2), ("tasks", A, 5.5, None, 1, 0, 1),
+         ("tasks", G, 4.5, 6.25, 1, 0, 1)],
+        ["topic", "durable", "first_ts", "deleted_ts", "attaches", "detaches", "members"],
     )
 
 
@@ -160,6 +171,7 @@ def test_handling_counts_each_consumers_records_per_event(spark: SparkSession) -
             ("tasks", A, "m1", 1, 6.0, 0, 0, 0),
             ("tasks", A, "m5", 1, 6.5, 0, 0, 0),
             ("tasks", A, "m7", 1, 9.0, 0, 0, 0),
+            ("tasks", G, "m3", 1, 4.75, 0, 0, 0),
         ],
         ["topic", "durable", "msg_id", "acks", "first_ack_ts", "terms", "redeliveries",
          "dead_letters"],
@@ -185,29 +197,34 @@ def test_outcomes_are_the_expected_events_and_what_became_of_them(
     outcomes, _, _ = outcomes_of(spark)
     # workers (from 2.0): m2, m3, m4, m5, m7, m9 published since, and m1 it handled.
     # audit (from 5.5): m5, m7, m9 published since, and m1 it handled. m6 is nobody's;
-    # m7 is excluded for workers (dropped for ttl) and handled by audit all the same.
+    # m7 is excluded for workers (too old) and handled by audit all the same.
+    # gone (4.5 to its delete at 6.25): m4, m5 published then, left pending; m3 handled.
     assert_df_equal(
         outcomes,
         [
-            ("tasks", W, "m1", True, False, False, 1500.0),
-            ("tasks", W, "m2", True, False, False, 500.0),
-            ("tasks", W, "m3", True, False, False, None),
-            ("tasks", W, "m4", True, False, False, None),
-            ("tasks", W, "m5", False, False, True, None),
-            ("tasks", W, "m7", False, True, False, None),
-            ("tasks", W, "m9", False, False, True, None),
-            ("tasks", A, "m1", True, False, False, 5000.0),
-            ("tasks", A, "m5", True, False, False, 500.0),
-            ("tasks", A, "m7", True, False, False, 1000.0),
-            ("tasks", A, "m9", False, False, True, None),
+            ("tasks", W, "m1", True, False, False, False, 1500.0),
+            ("tasks", W, "m2", True, False, False, False, 500.0),
+            ("tasks", W, "m3", True, False, False, False, None),
+            ("tasks", W, "m4", True, False, False, False, None),
+            ("tasks", W, "m5", False, False, False, True, None),
+            ("tasks", W, "m7", False, True, False, False, None),
+            ("tasks", W, "m9", False, False, False, True, None),
+            ("tasks", A, "m1", True, False, False, False, 5000.0),
+            ("tasks", A, "m5", True, False, False, False, 500.0),
+            ("tasks", A, "m7", True, False, False, False, 1000.0),
+            ("tasks", A, "m9", False, False, False, True, None),
+            ("tasks", G, "m3", True, False, False, False, 750.0),
+            ("tasks", G, "m4", False, False, True, False, None),
+            ("tasks", G, "m5", False, False, True, False, None),
         ],
-        ["topic", "durable", "msg_id", "handled", "excluded", "lost", "ack_latency_ms"],
+        ["topic", "durable", "msg_id", "handled", "excluded", "pending_at_delete", "lost",
+         "ack_latency_ms"],
     )
 
 
 COUNT_COLUMNS = ["topic", "durable", "members", "expected", "handled", "acknowledged", "acks",
                  "acked_more_than_once", "terminated", "redelivered", "redeliveries",
-                 "dead_lettered", "excluded", "lost"]
+                 "dead_lettered", "excluded", "pending_at_delete", "lost"]
 
 
 def test_counts_per_consumer(spark: SparkSession) -> None:
@@ -217,9 +234,11 @@ def test_counts_per_consumer(spark: SparkSession) -> None:
         [
             # 7 expected: m1, m2 acked (m2 twice, once redelivered), m3 redelivered twice
             # then dead-lettered, m4 ended: 4 handled; m7 excluded; m5, m9 lost.
-            ("tasks", W, 2, 7, 4, 2, 3, 1, 1, 2, 3, 1, 1, 2),
+            ("tasks", W, 2, 7, 4, 2, 3, 1, 1, 2, 3, 1, 1, 0, 2),
             # 4 expected: m1, m5, m7 acked once each; m9 lost.
-            ("tasks", A, 1, 4, 3, 3, 3, 0, 0, 0, 0, 0, 0, 1),
+            ("tasks", A, 1, 4, 3, 3, 3, 0, 0, 0, 0, 0, 0, 0, 1),
+            # 3 expected: m3 acked, m4 and m5 pending when it was deleted.
+            ("tasks", G, 1, 3, 1, 1, 1, 0, 0, 0, 0, 0, 0, 2, 0),
         ],
         COUNT_COLUMNS,
     )
@@ -235,7 +254,7 @@ def test_a_consumer_without_events_counts_zeros(spark: SparkSession) -> None:
     )
     assert_df_equal(
         consumer_counts(outcomes, found),
-        [("tasks", W, 1, *[0] * 11)],
+        [("tasks", W, 1, *[0] * 12)],
         COUNT_COLUMNS,
     )
 
@@ -243,7 +262,7 @@ def test_a_consumer_without_events_counts_zeros(spark: SparkSession) -> None:
 def test_ack_latency_percentiles_per_consumer_and_overall(spark: SparkSession) -> None:
     outcomes, _, _ = outcomes_of(spark)
     # workers [500, 1500]: p50 rank 1, p99 rank 2. audit [500, 1000, 5000]: ranks 2, 3.
-    # All five [500, 500, 1000, 1500, 5000]: ranks 3 and 5.
+    # gone [750]. All six [500, 500, 750, 1000, 1500, 5000]: ranks 3 and 6.
     assert_df_equal(
         ack_latency_percentiles(outcomes),
         [
@@ -251,8 +270,10 @@ def test_ack_latency_percentiles_per_consumer_and_overall(spark: SparkSession) -
             ("tasks", W, False, 990, 1500.0, 2),
             ("tasks", A, False, 500, 1000.0, 3),
             ("tasks", A, False, 990, 5000.0, 3),
-            (None, None, True, 500, 1000.0, 5),
-            (None, None, True, 990, 5000.0, 5),
+            ("tasks", G, False, 500, 750.0, 1),
+            ("tasks", G, False, 990, 750.0, 1),
+            (None, None, True, 500, 750.0, 6),
+            (None, None, True, 990, 5000.0, 6),
         ],
         ["topic", "durable", "overall", "permille", "latency_ms", "n"],
     )
@@ -281,16 +302,16 @@ def test_lag_is_published_minus_acknowledged_by_each_bins_end(spark: SparkSessio
     # Bins of 2 s from 0: 1.0-9.5 is bins 0..4, ending at 2, 4, 6, 8, 10. Publishes on
     # tasks (by publish record): m1 | m2 | m3 m4 | m5 m6 | m7 -> 1, 2, 4, 6, 7 so far.
     # workers' first acks: m1 2.5, m2 3.5 -> 0, 2, 2, 2, 2.
-    # audit's: m1 6.0, m5 6.5, m7 9.0 -> 0, 0, 0, 2, 3.
+    # audit's: m1 6.0, m5 6.5, m7 9.0 -> 0, 0, 0, 2, 3. gone's: m3 4.75 -> 0, 0, 1, 1, 1.
     lag = lag_over_time(pubs, outcomes, found, 1.0, 9.5, 2.0)
     ends = [2.0, 4.0, 6.0, 8.0, 10.0]
     published = [1, 2, 4, 6, 7]
-    acked = {W: [0, 2, 2, 2, 2], A: [0, 0, 0, 2, 3]}
+    acked = {W: [0, 2, 2, 2, 2], A: [0, 0, 0, 2, 3], G: [0, 0, 1, 1, 1]}
     assert_df_equal(
         lag,
         [
             ("tasks", d, b, ends[b], published[b], acked[d][b], published[b] - acked[d][b])
-            for d in (W, A)
+            for d in (W, A, G)
             for b in range(5)
         ],
         ["topic", "durable", "bin", "ts", "published", "acknowledged", "lag"],

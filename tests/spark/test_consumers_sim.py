@@ -2,12 +2,14 @@
 nodes' own tracer, the Spark job reads them, and its ``consumers`` section is checked
 against a plain-Python reading of the same lines (tests/spark/consumer_oracle.py).
 
-Three consumers of one topic, each showing one way an event goes: ``workers`` (a work
+Four consumers of one topic, each showing one way an event goes: ``workers`` (a work
 queue whose member on node 2 hangs, then its node crashes: its events are redelivered
 to node 7), ``audit`` (acknowledges even tasks, ends every third, leaves the rest
-unanswered: they are redelivered once, then dead-lettered and dropped), ``late``
-(attaches after ten tasks were published, which it gets all the same, and never
-answers task 30: still in flight when the run ends, so lost).
+unanswered: they are redelivered once, then dead-lettered and dropped, but for the two
+whose ttl passes first, which are excluded), ``late`` (attaches after ten tasks were
+published, which it gets all the same, and never answers task 30: still in flight when
+the run ends, so lost), ``gone`` (acknowledges the first ten tasks only, and is
+deleted with the rest pending).
 """
 
 from __future__ import annotations
@@ -36,7 +38,12 @@ CONSUMERS = {
     "workers": (2, 1, 0.5, ConsumerConfig(ack=True, ack_wait=2.0, max_inflight=4)),
     "audit": (5, 3, 0.5, ConsumerConfig(ack=True, ack_wait=1.0, max_deliver=2)),
     "late": (9, 4, 9.05, ConsumerConfig(ack=True, ack_wait=60.0)),
+    "gone": (4, 5, 0.5, ConsumerConfig(ack=True, ack_wait=60.0)),
 }
+#: Tasks 20 to 24 (published 10.0 to 10.4) may be delivered for 1.5 s: audit's odd ones
+#: are past it when their second ack wait ends.
+SHORT_LIVED, TTL = range(20, 25), 1.5
+DETACH_GONE_AT, DELETE_GONE_AT = 10.45, 10.55
 SECOND_WORKER = 7  # the other member of ``workers``
 CRASH_AT = 10.0  # node 2 (a worker) crashes; it stops answering a second before
 
@@ -47,6 +54,8 @@ def answer(name: str, addr: str, task: int, now: float) -> str | None:
         return None if addr == sim_address(2) and now >= CRASH_AT - 1.0 else "ack"
     if name == "audit":
         return "ack" if task % 2 == 0 else ("term" if task % 3 == 1 else None)
+    if name == "gone":
+        return "ack" if task < 10 else None
     return None if task == 30 else "ack"
 
 
@@ -77,9 +86,16 @@ def simulate(traces: Path) -> None:
     for i in range(TASKS):
         addr = publishers[(3 * i + 1) % len(publishers)]
         sim.at(8.0 + 0.1 * i, lambda a=addr, i=i: sim.alive(a) and sim.invoke(
-            a, lambda core, now: core.app.publish(now, TOPIC, {"i": i}, b"task",
-                                                  f"{i + 1:032x}", reliable=True)))
+            a, lambda core, now: core.app.publish(
+                now, TOPIC, {"i": i}, b"task", f"{i + 1:032x}", reliable=True,
+                ttl=TTL if i in SHORT_LIVED else None)))
     sim.at(CRASH_AT, lambda: sim.crash(sim_address(2)))
+    # gone's member leaves first, so that no renewal of its lease makes it again.
+    gone = sim_address(CONSUMERS["gone"][0])
+    sim.at(DETACH_GONE_AT, lambda: sim.invoke(
+        gone, lambda core, now: core.app.durable_unsubscribe(now, CONSUMERS["gone"][1])))
+    sim.at(DELETE_GONE_AT, lambda: sim.invoke(
+        gone, lambda core, now: core.app.consumers_query(now, 1, TOPIC, "gone", delete=True)))
     sim.run(until=30.0)
     sim.close()
 
@@ -99,10 +115,14 @@ def test_simulated_consumers_against_plain_python(spark: SparkSession, tmp_path:
     per = summary["consumers"]["per_consumer"][TOPIC]
     assert per["workers"]["redelivered"] > 0 and per["workers"]["lost"] == 0
     assert per["workers"]["acknowledged"] == TASKS and per["workers"]["members"] == 2
-    odd_unanswered = sum(1 for i in range(1, TASKS, 2) if i % 3 != 1)
-    assert per["audit"]["dead_lettered"] == odd_unanswered
+    odd_unanswered = [i for i in range(1, TASKS, 2) if i % 3 != 1]
+    too_old = [i for i in odd_unanswered if i in SHORT_LIVED]  # 21 and 23
+    assert per["audit"]["excluded"] == len(too_old) == 2
+    assert per["audit"]["dead_lettered"] == len(odd_unanswered) - len(too_old)
     assert per["audit"]["terminated"] == sum(1 for i in range(1, TASKS, 2) if i % 3 == 1)
     assert per["audit"]["acknowledged"] == TASKS // 2 and per["audit"]["none_lost"]
     assert per["late"]["expected"] == TASKS and per["late"]["lost"] == 1
+    assert per["gone"]["deleted_ts"] is not None and per["gone"]["acknowledged"] == 10
+    assert per["gone"]["pending_at_delete"] > 0 and per["gone"]["lost"] == 0
     assert summary["consumers"]["overall"]["lost"] == 1
     assert "Durable consumers" in (tmp_path / "out" / "report.html").read_text()
