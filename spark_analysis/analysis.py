@@ -15,11 +15,11 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from spark_analysis import cost, delivery, expected, gossip, latency, recovery, trees
+from spark_analysis import consumers, cost, delivery, expected, gossip, latency, recovery, trees
 from spark_analysis.load import LoadResult, load_traces
 from spark_analysis.location import OutDir
 from spark_analysis.stats import rows_by_scope
-from spark_analysis.summary import Collected, Rows, build_summary, summary_text
+from spark_analysis.summary import Collected, ConsumerRows, Rows, build_summary, summary_text
 
 STEPS = (
     "reading traces",
@@ -30,6 +30,7 @@ STEPS = (
     "cost",
     "gossip",
     "recovery",
+    "durable consumers",
     "report",
 )
 
@@ -104,6 +105,7 @@ class _Results:
     match_errors: int | None = None
     recovery_nodes: list[dict[str, Any]] | None = None
     recovery_dropped: list[dict[str, Any]] | None = None
+    consumers: ConsumerRows | None = None
 
     def unset(self) -> list[str]:
         return [f.name for f in fields(self) if getattr(self, f.name) is None]
@@ -117,7 +119,8 @@ class _Steps:
     """The metric steps after loading, as chains run side by side.
 
     One Spark job rarely keeps both cores busy (small tasks, the driver planning between
-    jobs), so four chains share the executor: trees, then recovery; expected receivers,
+    jobs), so four chains share the executor: trees, then recovery, then durable
+    consumers (which need the published events); expected receivers,
     then the deliveries against them; cost, then gossip (which needs the published
     events); latency (which needs the deliveries). What one chain needs from another comes
     through a Future. Each fills in its own fields; ``persisted`` are unpersisted once
@@ -154,6 +157,39 @@ class _Steps:
         r.recovery_dropped = [
             row.asDict() for row in recovery.dropped_by_reason(self.records).collect()
         ]
+        self.durable_consumers()
+
+    def durable_consumers(self) -> None:
+        self.step(STEPS[8])
+        crecs = self.keep(consumers.consumer_records(self.records))
+        found = self.keep(consumers.consumers_seen(crecs))
+        if found.isEmpty():  # most runs: the summary and report say nothing of consumers
+            self.results.consumers = ConsumerRows()
+            return
+        pubs = self.pubs.result()
+        outcomes = self.keep(
+            consumers.consumer_outcomes(
+                found,
+                consumers.event_handling(crecs),
+                consumers.reliable_events(self.records, pubs),
+                pubs,
+                consumers.excluded_events(self.records),
+            )
+        )
+        span = _first_row(consumers.lag_span(pubs, crecs, found))
+        t_min, t_max = span["t_min"], span["t_max"]
+        width = consumers.lag_bin_width(t_max - t_min)
+        lag = consumers.lag_over_time(pubs, outcomes, found, t_min, t_max, width)
+
+        def rows(df: DataFrame) -> list[dict[str, Any]]:
+            return [row.asDict() for row in df.collect()]
+
+        self.results.consumers = ConsumerRows(
+            counts=rows(consumers.consumer_counts(outcomes, found)),
+            latency=rows(consumers.ack_latency_percentiles(outcomes)),
+            lag=rows(lag),
+            lag_bin_seconds=width,
+        )
 
     def deliveries(self) -> None:
         self.step(STEPS[2])
@@ -278,6 +314,7 @@ def run_analysis(
         match_errors=r.match_errors,
         recovery_nodes=r.recovery_nodes,
         recovery_dropped=r.recovery_dropped,
+        consumers=r.consumers,
     )
     summary = build_summary(collected)
     summary_path = out.write_text("summary.json", summary_text(summary))

@@ -62,6 +62,14 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"lookups {lk['count']}  ok {_fmt(lk['ok_rate'])}  path length (ok lookups) mean "
         f"{_fmt(lk.get('path_length_mean'))}  p99 {_fmt(lk.get('path_length_p99'))}",
     ]
+    if consumers := summary.get("consumers"):
+        c = consumers["overall"]
+        lines.append(
+            f"durable consumers {consumers['consumers']}  expected {c['expected']}  "
+            f"acknowledged {c['acknowledged']}  redelivered {c['redelivered']}  "
+            f"dead-lettered {c['dead_lettered']}  lost {c['lost']}  ack ms p50 "
+            f"{_fmt(c['ack_latency_ms_p50'])}  p99 {_fmt(c['ack_latency_ms_p99'])}"
+        )
     for topic, s in summary["topics"].items():
         lines.append(
             f"  {topic}: ratio {_fmt(s['delivery_ratio'])}  expected {s['expected']}  "

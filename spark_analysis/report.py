@@ -13,6 +13,7 @@ import matplotlib
 matplotlib.use("Agg")  # no display: render to memory
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from spark_analysis.summary import TOPIC_KEYS
 
@@ -214,6 +215,74 @@ def recovery_section(summary: dict[str, Any]) -> str:
     )
 
 
+CONSUMER_COLUMNS = {
+    "members": "members",
+    "expected": "expected",
+    "acknowledged": "acknowledged",
+    "acked_more_than_once": "acked more than once",
+    "redelivered": "redelivered",
+    "dead_lettered": "dead-lettered",
+    "terminated": "terminated",
+    "excluded": "excluded (too old)",
+    "pending_at_delete": "pending at delete",
+    "lost": "lost",
+    "ack_latency_ms_p50": "ack ms p50",
+    "ack_latency_ms_p99": "ack ms p99",
+}
+
+
+def _lag_plot(consumers: dict[str, Any]) -> Figure:
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    # Seconds from the first bin's start: daemons' ts are epoch seconds.
+    start = consumers["overall"]["lag"]["ts"][0] - consumers["lag_bin_seconds"]
+    for topic, by_name in consumers["per_consumer"].items():
+        for name, c in by_name.items():
+            xs = [t - start for t in c["lag"]["ts"]]
+            ax.plot(xs, c["lag"]["lag"], label=f"{topic} / {name}", linewidth=1.2)
+    ax.set_title("Consumer lag (published minus acknowledged)")
+    ax.set_xlabel(f"time (s, bins of {consumers['lag_bin_seconds']:g} s)")
+    ax.set_ylabel("events")
+    ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts of events
+    ax.legend(fontsize="x-small", loc="upper left")
+    return fig
+
+
+def consumers_section(summary: dict[str, Any]) -> str:
+    """Durable consumers: the delivery check, a row per consumer and the lag plot;
+    empty when the trace has no consumer (the section is not shown)."""
+    consumers = summary.get("consumers")
+    if not consumers:
+        return ""
+    overall = consumers["overall"]
+    head = "".join(f"<th>{h}</th>" for h in ("topic", "consumer", *CONSUMER_COLUMNS.values()))
+
+    def row(topic: str, name: str, c: dict[str, Any], css: str = "") -> str:
+        cells = "".join(f"<td>{_fmt(c[k])}</td>" for k in CONSUMER_COLUMNS)
+        return f"<tr{css}><td>{html.escape(topic)}</td><td>{html.escape(name)}</td>{cells}</tr>"
+
+    rows = row("all", f"{consumers['consumers']} consumers", overall, ' class="overall"') + "".join(
+        row(topic, name, c)
+        for topic, by_name in consumers["per_consumer"].items()
+        for name, c in by_name.items()
+    )
+    verdict = "none lost" if overall["none_lost"] else f"{overall['lost']} lost"
+    figure = _figure(
+        "consumer lag",
+        _lag_plot(consumers),
+        "Events published on each consumer's topic minus those it acknowledged, at the "
+        "end of each bin.",
+    )
+    return (
+        "<h2>Durable consumers</h2>"
+        f'<p class="meta">Delivery check: {verdict} of {overall["expected"]} expected events '
+        f"(handled: acknowledged, terminated or dead-lettered: {overall['handled']}; "
+        f"excluded, dropped as too old: {overall['excluded']}; pending when their consumer "
+        f"was deleted: {overall['pending_at_delete']}).</p>"
+        f"<table><tr>{head}</tr>{rows}</table>{figure}"
+    )
+
+
 STRUCTURED, UNSTRUCTURED = "structured", "unstructured"
 
 
@@ -323,6 +392,7 @@ def render(summary: dict[str, Any], series: dict[str, Any]) -> str:
 <h2>Plots</h2>
 <div class="grid">{"".join(figures)}</div>
 {recovery_section(summary)}
+{consumers_section(summary)}
 {bad}
 </body></html>
 """

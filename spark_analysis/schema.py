@@ -55,6 +55,13 @@ FIELDS: list[tuple[str, T.DataType]] = [
     # ``last`` seqs are not read).
     ("events", T.LongType()),
     ("bytes", T.LongType()),
+    # Durable consumers' records (``consumer``, ``ack``, ``term``, ``redeliver``,
+    # ``dead_letter``): the consumer's name, the member's node address, the delivery
+    # attempt an ack or redelivery is about, and a dead letter's count of attempts.
+    ("durable", T.StringType()),
+    ("member", T.StringType()),
+    ("attempt", T.LongType()),
+    ("attempts", T.LongType()),
 ]
 
 REQUIRED = ("ts", "node", "ev")
@@ -98,6 +105,11 @@ class Ev:
     DROP = "drop"
     RECOVER = "recover"
     STORAGE_DROPPED = "storage_dropped"
+    CONSUMER = "consumer"
+    ACK = "ack"
+    TERM = "term"
+    REDELIVER = "redeliver"
+    DEAD_LETTER = "dead_letter"
 
 
 def order_key(prefix: str | None = None) -> Column:

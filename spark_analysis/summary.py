@@ -32,6 +32,18 @@ TOPIC_KEYS = (
 
 
 @dataclass
+class ConsumerRows:
+    """Durable consumers' collected rows (spark_analysis.consumers): consumer_counts,
+    ack_latency_percentiles and lag_over_time, and the lag bins' width (None when the
+    trace has no consumer)."""
+
+    counts: list[dict[str, Any]] = field(default_factory=list)
+    latency: list[dict[str, Any]] = field(default_factory=list)
+    lag: list[dict[str, Any]] = field(default_factory=list)
+    lag_bin_seconds: float | None = None
+
+
+@dataclass
 class Collected:
     """The small results the summary is built from, keyed by scope."""
 
@@ -58,6 +70,7 @@ class Collected:
     #: recovery.node_recovery and recovery.dropped_by_reason rows.
     recovery_nodes: list[dict[str, Any]] = field(default_factory=list)
     recovery_dropped: list[dict[str, Any]] = field(default_factory=list)
+    consumers: ConsumerRows = field(default_factory=ConsumerRows)
 
     @property
     def nodes(self) -> int:
@@ -227,14 +240,89 @@ def recovery_summary(c: Collected) -> dict[str, Any]:
     }
 
 
+#: Per consumer and overall: counts of its expected events (TRACES.md, durable consumers).
+CONSUMER_COUNTS = (
+    "expected",
+    "handled",
+    "acknowledged",
+    "acks",
+    "acked_more_than_once",
+    "terminated",
+    "redelivered",
+    "redeliveries",
+    "dead_lettered",
+    "excluded",
+    "pending_at_delete",
+    "lost",
+)
+LAG_SERIES = ("published", "acknowledged", "lag")
+
+
+def _lag_series(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Lag rows of one consumer as columns in bin order: ts (bin ends) and counts."""
+    ordered = sorted(rows, key=lambda r: r["bin"])
+    return {key: [r[key] for r in ordered] for key in ("ts", *LAG_SERIES)}
+
+
+def _ack_latency(rows: list[dict[str, Any]]) -> dict[str, float | None]:
+    found = {r["permille"]: float(r["latency_ms"]) for r in rows}
+    return {"ack_latency_ms_p50": found.get(500), "ack_latency_ms_p99": found.get(990)}
+
+
+def consumers_summary(c: Collected) -> dict[str, Any] | None:
+    """Durable consumers: per consumer (``per_consumer`` {topic: {durable: ...}}) its
+    members, counts, ack latency, whether none of its events was lost, and its lag
+    series; overall the counts and lag summed over consumers and the ack latency over
+    all their events. None when the trace has no consumer."""
+    rows = c.consumers
+    if not rows.counts:
+        return None
+    lags: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows.lag:
+        lags.setdefault((r["topic"], r["durable"]), []).append(r)
+    latencies: dict[tuple[str, str] | None, list[dict[str, Any]]] = {}
+    for r in rows.latency:
+        key = None if r["overall"] else (r["topic"], r["durable"])
+        latencies.setdefault(key, []).append(r)
+    per: dict[str, dict[str, Any]] = {}
+    for r in sorted(rows.counts, key=lambda r: (r["topic"], r["durable"])):
+        key = (r["topic"], r["durable"])
+        per.setdefault(r["topic"], {})[r["durable"]] = {
+            "first_ts": r["first_ts"],
+            "deleted_ts": r["deleted_ts"],
+            "members": int(r["members"]),
+            "attaches": int(r["attaches"]),
+            "detaches": int(r["detaches"]),
+            **{k: int(r[k]) for k in CONSUMER_COUNTS},
+            **_ack_latency(latencies.get(key, [])),
+            "none_lost": r["lost"] == 0,
+            "lag": _lag_series(lags.get(key, [])),
+        }
+    each = [d for by_name in per.values() for d in by_name.values()]
+    totals = {k: sum(d[k] for d in each) for k in ("members", *CONSUMER_COUNTS)}
+    # Every consumer's series has the same bins (one width, one span).
+    lag = {"ts": each[0]["lag"]["ts"]} | {
+        k: [sum(col) for col in zip(*(d["lag"][k] for d in each), strict=True)]
+        for k in LAG_SERIES
+    }
+    return {
+        "consumers": len(each),
+        "lag_bin_seconds": rows.lag_bin_seconds,
+        "overall": totals
+        | _ack_latency(latencies.get(None, []))
+        | {"none_lost": totals["lost"] == 0, "lag": lag},
+        "per_consumer": per,
+    }
+
+
 def build_summary(c: Collected) -> dict[str, Any]:
-    """The summary.json document."""
+    """The summary.json document (``consumers`` only when the trace has any)."""
     topics: set[str] = set()
     for rows in (c.published, c.deliveries, c.depth_hist, c.counts):
         topics.update(t for t in rows if t is not None)
     stress = c.stress
     nodes_stressed = c.nodes
-    return {
+    summary = {
         "records": c.records,
         "bad_lines": c.bad_lines,
         "lines": c.lines,
@@ -258,6 +346,10 @@ def build_summary(c: Collected) -> dict[str, Any]:
         "bad_lines_by_reason": c.bad_by_reason,
         "bad_line_samples": c.bad_samples,
     }
+    consumers = consumers_summary(c)
+    if consumers is not None:
+        summary["consumers"] = consumers
+    return summary
 
 
 def _clean(value: Any) -> Any:

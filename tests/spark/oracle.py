@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 DOUBLE = {"ts", "ms", "expiry"}
-LONG = {"hops", "sub", "size", "seq", "hop", "version"}
+LONG = {"hops", "sub", "size", "seq", "hop", "version", "attempt", "attempts"}
 BOOL = {"ok", "dup", "replay"}
 TEXT = {"node", "ev", "run", "addr", "mode", "reason", "succ", "pred", "key", "topic",
-        "filter", "parent", "role", "child", "op", "msg_id", "to", "from", "kind"}
+        "filter", "parent", "role", "child", "op", "msg_id", "to", "from", "kind", "durable",
+        "member"}
 LIVE = 2**31 - 1
 
 

@@ -36,6 +36,8 @@ def _check(traces: Path, out: Path, summary_in_memory: dict[str, Any]) -> dict[s
     assert page.count("data:image/png;base64,") == 6
     # No node recovered a durable log: the summary says so, the report shows no section.
     assert summary["recovery"]["nodes"] == 0 and "Recovery at start" not in page
+    # Nor any durable consumer: no word of them in either.
+    assert "consumers" not in summary and "Durable consumers" not in page
     assert "http://" not in page and "https://" not in page  # opens offline
     assert sorted(p.name for p in (out / "records").glob("ev=*"))  # Parquet by ev
     return summary
