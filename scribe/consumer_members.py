@@ -136,7 +136,7 @@ class DurableMembers:
             return
         for event in events:
             self.s.trace("deliver", topic=event.topic, msg_id=event.msg_id, sub=msg.sub,
-                         hop=1, seq=event.seq, dup=event.attempt > 1)
+                         hop=1, seq=event.seq, dup=event.attempt > 1, durable=durable.name)
             self.s.host.deliver_local(msg.sub, event)
 
     def on_unreachable(self, now: float, dest: str, msg: Message) -> None:

@@ -2,7 +2,8 @@
 
 Reading of TRACES.md used here (one deliver record is counted once at most):
 
-- a delivery is a distinct (node, sub, msg_id) with at least one ``deliver`` record;
+- a delivery is a distinct (node, sub, msg_id) with at least one ``deliver`` record
+  without ``durable`` (a durable subscription's are the consumer check's);
 - it is *delivered* when that key is an expected receiver of the event, *false* when
   it is not;
 - a ``deliver`` record is a *duplicate* when an earlier ``deliver`` record of the same
@@ -48,8 +49,10 @@ def delivery_keys(records: DataFrame) -> DataFrame:
     count runs over the same ordered window (whole frame), so one window pass gives
     both.
     """
+    # A durable subscription's deliveries (``durable`` set) are a work queue's share,
+    # not a filter's promise: the consumer check (spark_analysis.consumers) reads them.
     delivers = of_type(records, Ev.DELIVER).filter(
-        F.col("sub").isNotNull() & F.col("msg_id").isNotNull()
+        F.col("sub").isNotNull() & F.col("msg_id").isNotNull() & F.col("durable").isNull()
     )
     hashed = [KEY_HASH, *KEY]
     in_order = Window.partitionBy(*hashed).orderBy(*ORDER_COLUMNS)

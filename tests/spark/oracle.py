@@ -189,7 +189,9 @@ def analyze(path: Path, run: str | None = None) -> dict[str, Any]:
     # deliveries
     groups: dict[tuple[str, int, str], list[dict[str, Any]]] = defaultdict(list)
     for r in by_ev["deliver"]:
-        if r.get("sub") is not None and r.get("msg_id") is not None:
+        # A durable subscription's deliveries are the consumer check's (TRACES.md).
+        if r.get("sub") is not None and r.get("msg_id") is not None \
+                and r.get("durable") is None:
             groups[(r["node"], r["sub"], r["msg_id"])].append(r)
     scopes = {p["topic"] for p in pubs.values()} | {
         r.get("topic") for r in recs if r.get("topic") is not None

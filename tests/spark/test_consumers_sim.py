@@ -107,6 +107,8 @@ def test_simulated_consumers_against_plain_python(spark: SparkSession, tmp_path:
     summary: dict[str, Any] = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["bad_lines"] == 0, summary["bad_line_samples"]
     oracle.assert_summary_matches(summary, oracle.analyze(traces))  # the rest of it
+    # A work queue's members each get a share: no delivery of theirs is a false one.
+    assert summary["overall"]["false_deliveries"] == 0
     want = consumer_oracle.analyze(traces)
     assert want is not None
     oracle.assert_summary_matches(summary["consumers"], want)
