@@ -244,8 +244,8 @@ class ConsumerRoots:
         if msg.delete:
             for name in names:
                 self.delete(now, msg.topic, name)
-        cost = lambda item: report_cost(item["durable"], item["filter"])  # noqa: E731
-        sent = next(batches(reports, cost, self.s.config.sizes.batch_bytes, MAX_REPORTED), [])
+        sent = next(batches(reports, _report_cost, self.s.config.sizes.batch_bytes,
+                            MAX_REPORTED), [])
         self.s.send(msg.asker, ConsumerReport(msg.topic, msg.query_id, tuple(sent),
                                               len(sent) < len(reports)))
 
@@ -443,6 +443,10 @@ class ConsumerRoots:
         attrs = {**body.attrs, "dead_topic": body.topic, "dead_msg_id": body.msg_id,
                  "dead_attempts": letter.attempts, "dead_consumer": consumer.name}
         self.publish(now, letter.topic, attrs, body.payload)
+
+
+def _report_cost(report: dict[str, Any]) -> int:
+    return report_cost(report["durable"], report["filter"])
 
 
 def _further(one: Progress, other: Progress) -> bool:

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from overlay.client import BlockingClient, ClientError
-from overlay.commands.pubsub import _api_arg, durable_args, durable_options, print_event
+from overlay.commands.pubsub import api_arg, durable_args, durable_options, print_event
 
 FETCH_EXAMPLES = """examples:
   overlay fetch tasks --durable workers --ack --max 10 --wait 5
@@ -45,7 +45,7 @@ def register(subparsers: Any) -> None:
     out = fetch.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="one JSON object per event")
     out.add_argument("--raw", action="store_true", help="payload bytes only")
-    _api_arg(fetch)
+    api_arg(fetch)
     fetch.set_defaults(func=run_fetch)
 
     consumers = subparsers.add_parser(
@@ -59,7 +59,7 @@ def register(subparsers: Any) -> None:
                            help="end the consumer named by --durable (its members' "
                            "subscriptions end)")
     consumers.add_argument("--json", action="store_true", help="one JSON object per consumer")
-    _api_arg(consumers)
+    api_arg(consumers)
     consumers.set_defaults(func=run_consumers)
 
 

@@ -46,7 +46,7 @@ def register(subparsers: Any) -> None:
     pub.add_argument("--msg-id", help="hex id making a retried publish idempotent")
     pub.add_argument("--ttl", type=float, metavar="S",
                      help="not delivered once S seconds old (structured mode)")
-    _api_arg(pub)
+    api_arg(pub)
     pub.set_defaults(func=run_pub)
 
     sub = subparsers.add_parser("sub", help="subscribe and print events", epilog=SUB_EXAMPLES,
@@ -68,7 +68,7 @@ def register(subparsers: Any) -> None:
     out = sub.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="one JSON object per event")
     out.add_argument("--raw", action="store_true", help="payload bytes only")
-    _api_arg(sub)
+    api_arg(sub)
     sub.set_defaults(func=run_sub)
 
     status = subparsers.add_parser("status", help="show the local daemon's status",
@@ -76,7 +76,7 @@ def register(subparsers: Any) -> None:
                                    epilog="examples:\n  overlay status\n  overlay status --json",
                                    formatter_class=fmt)
     status.add_argument("--json", action="store_true", help="print the raw status as JSON")
-    _api_arg(status)
+    api_arg(status)
     status.set_defaults(func=run_status)
 
     topics = subparsers.add_parser(
@@ -86,7 +86,7 @@ def register(subparsers: Any) -> None:
         "first and last seq, counter, and retention (events/bytes/seconds).",
         epilog="examples:\n  overlay topics\n  overlay topics --json", formatter_class=fmt)
     topics.add_argument("--json", action="store_true", help="one JSON object per topic")
-    _api_arg(topics)
+    api_arg(topics)
     topics.set_defaults(func=run_topics)
 
 
@@ -117,7 +117,7 @@ def durable_options(args: argparse.Namespace, pull: bool | None = None) -> dict[
     return {} if args.durable is None else {"durable": args.durable, **settings}
 
 
-def _api_arg(parser: argparse.ArgumentParser) -> None:
+def api_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api", help="daemon socket path or tcp:HOST:PORT "
                         f"(default $OVERLAY_API or {default_target()})")
 

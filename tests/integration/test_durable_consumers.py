@@ -14,6 +14,7 @@ Every wait is on a condition with a deadline; the cluster is torn down at the en
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -224,3 +225,45 @@ async def test_three_workers_pull_5000_tasks_and_one_is_killed_mid_run(
     assert len(live) == len(set(live)), "a task acknowledged twice by live workers"
     assert set(live) | set(acked(logs[0])) == everything
     assert acked(logs[1]) and acked(logs[2])  # both live workers took a share
+
+
+def cli(node: cluster.NodeEntry, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "overlay.cli", *args, "--api", node.api],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+async def test_the_cli_subscribes_durably_fetches_and_lists_consumers(
+        ring: cluster.Inventory) -> None:
+    node = ring.nodes[2]
+    await publish_tasks(ring.nodes[0].api, "work", 0, 5)
+    # Push, acknowledging each event once printed: three now, the other two stay.
+    done = await trio.to_thread.run_sync(lambda: cli(
+        node, "sub", "work", "--durable", "printer", "--ack", "--count", "3", "--json"))
+    assert done.returncode == 0, done.stderr
+    printed = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(e["seq"], e["attempt"]) for e in printed] == [(1, 1), (2, 1), (3, 1)]
+    # Pull: another consumer of the topic takes all five in one fetch.
+    done = await trio.to_thread.run_sync(lambda: cli(
+        node, "fetch", "work", "--durable", "puller", "--ack", "--max", "10", "--wait", "2",
+        "--json"))
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["seq"] for line in done.stdout.splitlines()] == [1, 2, 3, 4, 5]
+
+    def listed() -> dict[str, dict[str, object]]:
+        done = cli(ring.nodes[3], "consumers", "work", "--json")
+        assert done.returncode == 0, done.stderr
+        return {row["durable"]: row for row in map(json.loads, done.stdout.splitlines())}
+
+    with trio.fail_after(10):  # the printer's last acknowledgements are on their way
+        while (rows := await trio.to_thread.run_sync(listed))["printer"]["ack_floor"] != 3:
+            await trio.sleep(0.1)
+    assert (rows["printer"]["pending"], rows["printer"]["inflight"]) == (2, 0)
+    assert (rows["puller"]["ack_floor"], rows["puller"]["pull"]) == (5, True)
+    # A fetch past the limit is the daemon's bad_request: exit 1, the reason on stderr.
+    done = await trio.to_thread.run_sync(lambda: cli(
+        node, "fetch", "work", "--durable", "puller", "--ack", "--max", "10001"))
+    assert done.returncode == 1 and "max" in done.stderr
+    done = await trio.to_thread.run_sync(lambda: cli(
+        node, "consumers", "work", "--durable", "printer", "--delete"))
+    assert done.returncode == 0, done.stderr
+    assert set(await trio.to_thread.run_sync(listed)) == {"puller"}
