@@ -42,11 +42,10 @@ function msgIdsOf(named) {
     }
     throw new TypeError('name events by msg_id (text) or by the events themselves');
   };
-  if (typeof named === 'string' || (named !== null && typeof named === 'object'
-      && !(Symbol.iterator in named))) {
-    return [one(named)];
+  if (named !== null && typeof named === 'object' && Symbol.iterator in named) {
+    return Array.from(named, one);
   }
-  return Array.from(named, one);
+  return [one(named)];
 }
 
 /**

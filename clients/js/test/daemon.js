@@ -12,6 +12,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { FrameReader, cbor } from '../src/frames.js';
+
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 export const OVERLAY_BIN = process.env.OVERLAY_BIN;
 export const PYTHON = process.env.OVERLAY_PYTHON ?? venvPython(REPO);
@@ -117,11 +119,34 @@ export async function waitFor(check, what, timeout = 10_000) {
 
 /** The next event of a subscription, or a rejection past `timeout` ms. */
 export function nextWithin(subscription, timeout = 10_000) {
+  return within(subscription.next(), 'event', timeout);
+}
+
+/** `promise`, or a rejection past `timeout` ms, naming `what`. */
+export function within(promise, what, timeout = 10_000) {
   let timer;
   return Promise.race([
-    subscription.next().finally(() => clearTimeout(timer)),
+    promise.finally(() => clearTimeout(timer)),
     new Promise((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no event within ${timeout} ms`)), timeout);
+      timer = setTimeout(() => reject(new Error(`no ${what} within ${timeout} ms`)), timeout);
     }),
   ]);
+}
+
+/** Record the requests a client writes, a frame each: {size, op, events?, msgIds?} (the
+ * counts of a publish_batch's events and of an acknowledgement's msg_ids). */
+export function tap(client) {
+  const frames = [];
+  const reader = new FrameReader(1 << 24);
+  const write = client.socket.write.bind(client.socket);
+  client.socket.write = (data, ...rest) => {
+    reader.push(Buffer.from(data), (body) => {
+      const request = cbor.decode(body);
+      frames.push({ size: body.length, op: request.op,
+        ...(request.events ? { events: request.events.length } : {}),
+        ...(request.msg_ids ? { msgIds: request.msg_ids.length } : {}) });
+    });
+    return write(data, ...rest);
+  };
+  return frames;
 }
