@@ -103,7 +103,8 @@ export class Client {
     this.maxBatch = 0;
 
     this._nextRid = 1;
-    /** rid -> {resolve, reject, kind, sub?} */
+    /** rid -> {resolve, reject, kind ('request', 'publish' or 'publish_batch'), subscription?
+     * or items?} */
     this._pending = new Map();
     /** sub handle -> Subscription */
     this._subs = new Map();
@@ -171,7 +172,8 @@ export class Client {
         reject(refused);
         return;
       }
-      this._pending.set(rid, { resolve, reject, kind: fields.op, subscription });
+      // Any map, a publish too, is answered with its reply map: kind 'request'.
+      this._pending.set(rid, { resolve, reject, kind: 'request', subscription });
       this._queue({ frame, reject });
     });
   }

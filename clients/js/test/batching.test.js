@@ -159,6 +159,18 @@ describe(`a daemon with max_frame ${MAX_FRAME}`, () => {
       client.close();
     });
 
+  test('request() resolves a publish or publish_batch with its reply map, as any', async () => {
+    const client = await connect(daemon.api);
+    const batch = await client.request({ op: 'publish_batch', reliable: false,
+      events: [{ topic: 'raw' }, { topic: 'raw', msg_id: 'NOT HEX' }] });
+    assert.equal(batch.ok, true);
+    assert.equal(batch.results.length, 2);
+    assert.equal(batch.results[1].error.code, 'bad_request');
+    const one = await client.request({ op: 'publish', topic: 'raw', msg_id: 'ab' });
+    assert.deepEqual([one.ok, one.msg_id], [true, 'ab']);
+    client.close();
+  });
+
   test('any request over max_frame is refused unsent; the connection goes on', async () => {
     const client = await connect(daemon.api);
     const frames = tap(client);
