@@ -79,7 +79,8 @@ export class DurableSubscription extends Subscription {
 
   /**
    * Up to `max` events (default 1) of a `pull` subscription, waiting up to `wait` seconds
-   * (default 0: answer at once, maybe with none) for the first.
+   * (default 0: answer at once, maybe with none) for the first. Replies come in request
+   * order: while it waits, the replies to later requests of the connection wait too.
    * @param {{max?: number, wait?: number}} [options]
    * @returns {Promise<DurableEvent[]>}
    */

@@ -189,7 +189,8 @@ export class DurableSubscription extends Subscription<DurableEvent> {
   /** Never deliver events again. */
   term(msgIds: MsgIds): Promise<void>;
   /** Up to `max` events (in [1, 10000], default 1) of a `pull` subscription, waiting up
-   * to `wait` seconds (in [0, 3600], default 0: at once, maybe none) for the first. */
+   * to `wait` seconds (in [0, 3600], default 0: at once, maybe none) for the first.
+   * Replies come in request order: while it waits, later requests' replies wait too. */
   fetch(options?: { max?: number; wait?: number }): Promise<DurableEvent[]>;
 }
 

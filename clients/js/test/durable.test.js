@@ -416,3 +416,20 @@ describe('acknowledgements cut by max_frame', () => {
       client.close();
     });
 });
+
+describe('an unstructured daemon', () => {
+  let daemon;
+  before(async () => { daemon = await startDaemon({ config: 'mode = "unstructured"\n' }); });
+  after(async () => { await daemon?.stop(); });
+
+  test('offers no durable consumers and refuses them and ttl', async () => {
+    const client = await connect(daemon.api);
+    assert.equal(client.mode, 'unstructured');
+    assert.ok(!client.features.includes('durable'));
+    await assert.rejects(client.subscribe('t', { durable: 'd' }), BadRequest);
+    await assert.rejects(client.consumers('t'), BadRequest);
+    await assert.rejects(client.deleteConsumer('t', 'd'), BadRequest);
+    await assert.rejects(client.publish('t', { ttl: 5 }), BadRequest);
+    client.close();
+  });
+});
