@@ -23,6 +23,8 @@ import {
   normalizeInt,
 } from './frames.js';
 import { SizeLimits } from './limits.js';
+import { DurableSubscription, addDurableFields, consumerInfo } from './durable.js';
+import { Subscription, eventFields } from './subscription.js';
 
 export const API_VERSION = 1;
 
@@ -101,7 +103,8 @@ export class Client {
     this.maxBatch = 0;
 
     this._nextRid = 1;
-    /** rid -> {resolve, reject, kind, sub?} */
+    /** rid -> {resolve, reject, kind ('request', 'publish' or 'publish_batch'), subscription?
+     * or items?} */
     this._pending = new Map();
     /** sub handle -> Subscription */
     this._subs = new Map();
@@ -169,7 +172,8 @@ export class Client {
         reject(refused);
         return;
       }
-      this._pending.set(rid, { resolve, reject, kind: fields.op, subscription });
+      // Any map, a publish too, is answered with its reply map: kind 'request'.
+      this._pending.set(rid, { resolve, reject, kind: 'request', subscription });
       this._queue({ frame, reject });
     });
   }
@@ -215,9 +219,12 @@ export class Client {
   }
 
   /**
-   * Subscribe to a topic. Resolves once the subscription is in effect.
+   * Subscribe to a topic. Resolves once the subscription is in effect. With `durable`,
+   * attach to that durable consumer of the topic (created by the first subscribe naming
+   * it, with this one's filter and settings): a {@link DurableSubscription}.
    * @param {string} topic
-   * @param {import('./index.js').SubscribeOptions} [options]
+   * @param {import('./index.js').SubscribeOptions
+   *   | import('./index.js').DurableSubscribeOptions} [options]
    * @returns {Promise<Subscription>}
    */
   async subscribe(topic, options = {}) {
@@ -228,9 +235,38 @@ export class Client {
       const { last, sinceSeq } = options.replay;
       fields.replay = last !== undefined ? { last } : { since_seq: sinceSeq };
     }
-    const subscription = new Subscription(this, topic, options);
+    const refused = addDurableFields(fields, options);
+    if (refused) throw refused;
+    const subscription = fields.durable === undefined
+      ? new Subscription(this, topic, options) : new DurableSubscription(this, topic, options);
     await this._request(fields, subscription);
     return subscription;
+  }
+
+  /**
+   * A topic's durable consumers as its root reports them (only `durable`, when given):
+   * `more` is true when the reply left some out (ask for them by name).
+   * @param {string} topic
+   * @param {string} [durable]
+   * @returns {Promise<{consumers: import('./index.js').ConsumerInfo[], more: boolean}>}
+   */
+  async consumers(topic, durable) {
+    const fields = { op: 'consumers', topic };
+    if (durable !== undefined && durable !== null) fields.durable = durable;
+    const reply = await this.request(fields);
+    return { consumers: (reply.consumers ?? []).map(consumerInfo), more: reply.more === true };
+  }
+
+  /**
+   * End a topic's durable consumer: every subscription attached to it ends (its
+   * `ended` says why), and its state is gone. Resolves with whether there was one.
+   * @param {string} topic
+   * @param {string} durable
+   * @returns {Promise<boolean>}
+   */
+  async deleteConsumer(topic, durable) {
+    const reply = await this.request({ op: 'delete_consumer', topic, durable });
+    return reply.deleted === true;
   }
 
   /** The daemon's status map. */
@@ -365,6 +401,9 @@ export class Client {
     } else if (event === 'expired') {
       const sub = this._subs.get(normalizeInt(msg.sub));
       if (sub) sub._end(null, true);
+    } else if (event === 'ended') {
+      const sub = this._subs.get(normalizeInt(msg.sub));
+      if (sub) sub._endedBy(RequestError.fromWire(msg.error));
     } else if (event === 'error') {
       const error = RequestError.fromWire(msg.error);
       this._lost(new ConnectionClosed(`the daemon closed the connection: ${error.message}`,
@@ -375,20 +414,7 @@ export class Client {
   _notify(msg) {
     const sub = this._subs.get(msg.sub);
     if (sub === undefined) return;
-    const attrs = msg.attrs ?? {};
-    for (const key in attrs) {
-      if (typeof attrs[key] === 'bigint') attrs[key] = normalizeInt(attrs[key]);
-    }
-    sub._deliver({
-      sub: msg.sub,
-      topic: msg.topic,
-      msgId: msg.msg_id,
-      seq: msg.seq === null || msg.seq === undefined ? null : normalizeInt(msg.seq),
-      attrs,
-      payload: msg.payload ?? EMPTY,
-      publisher: msg.publisher,
-      ts: msg.ts,
-    });
+    sub._deliver(sub._event(eventFields(msg)));
   }
 
   _reply(msg) {
@@ -461,12 +487,11 @@ export class Client {
   }
 }
 
-const EMPTY = Buffer.alloc(0);
-
 function publishFields(topic, options) {
   const event = { topic, attrs: options.attrs ?? {} };
   if (options.payload !== undefined) event.payload = toBytes(options.payload);
   if (options.msgId !== undefined) event.msg_id = options.msgId;
+  if (options.ttl !== undefined && options.ttl !== null) event.ttl = options.ttl;
   return event;
 }
 
@@ -501,101 +526,4 @@ function batchPrefix(rid, reliable, count) {
 function batchPrefixSize(rid, count) {
   const ridSize = rid < 24 ? 1 : rid < 0x100 ? 2 : rid < 0x10000 ? 3 : rid < 2 ** 32 ? 5 : 9;
   return PREFIX_FIXED + ridSize + arrayHeader(count).length;
-}
-
-/**
- * One subscription: an async iterable of events, or a callback (`onEvent`).
- * Iteration ends when the subscription expires or is unsubscribed; it throws
- * {@link ConnectionClosed} when the connection is lost.
- */
-export class Subscription {
-  constructor(client, topic, options) {
-    this.client = client;
-    this.topic = topic;
-    /** The daemon's handle (`sub`), set once the subscription is in effect. */
-    this.id = -1;
-    /** True once the daemon said the subscription's expiry passed. */
-    this.expired = false;
-    this._onEvent = options.onEvent;
-    this._highWater = options.highWaterMark ?? 10_000;
-    this._queue = [];
-    this._head = 0;
-    this._waiter = null;
-    this._done = false;
-    this._error = null;
-  }
-
-  /** Extend the subscription: `expiry` seconds from now. */
-  async renew(expiry) {
-    await this.client.request({ op: 'renew', sub: this.id, expiry });
-  }
-
-  /** End the subscription; iteration ends. */
-  async unsubscribe() {
-    await this.client.request({ op: 'unsubscribe', sub: this.id });
-    this.client._subs.delete(this.id);
-    this._end(null, false);
-  }
-
-  /** The next event, or null once the subscription ended. */
-  async next() {
-    const result = await this[Symbol.asyncIterator]().next();
-    return result.done ? null : result.value;
-  }
-
-  [Symbol.asyncIterator]() {
-    return {
-      next: () => {
-        if (this._head < this._queue.length) {
-          const value = this._queue[this._head++];
-          if (this._head === this._queue.length) {
-            this._queue = [];
-            this._head = 0;
-            this.client._backpressure(this, false);
-          }
-          return Promise.resolve({ value, done: false });
-        }
-        if (this._error) return Promise.reject(this._error);
-        if (this._done) return Promise.resolve({ value: undefined, done: true });
-        return new Promise((resolve, reject) => { this._waiter = { resolve, reject }; });
-      },
-      return: async () => {
-        if (!this._done && this.client._subs.has(this.id)) {
-          await this.unsubscribe().catch(() => {});
-        }
-        return { value: undefined, done: true };
-      },
-      [Symbol.asyncIterator]() { return this; },
-    };
-  }
-
-  _deliver(event) {
-    if (this._onEvent) {
-      this._onEvent(event);
-      return;
-    }
-    if (this._waiter) {
-      const waiter = this._waiter;
-      this._waiter = null;
-      waiter.resolve({ value: event, done: false });
-      return;
-    }
-    this._queue.push(event);
-    if (this._queue.length - this._head === this._highWater) this.client._backpressure(this, true);
-  }
-
-  _end(error, expired) {
-    if (this._done) return;
-    this._done = true;
-    this.expired = expired;
-    if (expired) this.client._subs.delete(this.id);
-    this.client._backpressure(this, false);
-    this._error = error;  // thrown once the events already queued are taken
-    const waiter = this._waiter;
-    this._waiter = null;
-    if (waiter) {
-      if (this._error) waiter.reject(this._error);
-      else waiter.resolve({ value: undefined, done: true });
-    }
-  }
 }

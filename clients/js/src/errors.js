@@ -60,6 +60,8 @@ export class TooLarge extends RequestError {}
 export class Timeout extends RequestError {}
 /** The topic's root could not store a reliable publish (`storage_error`): not acknowledged. */
 export class StorageError extends RequestError {}
+/** A durable subscribe named a consumer that exists with another filter or settings. */
+export class Conflict extends RequestError {}
 export class Internal extends RequestError {}
 
 const ERRORS = {
@@ -73,5 +75,6 @@ const ERRORS = {
   too_large: TooLarge,
   timeout: Timeout,
   storage_error: StorageError,
+  conflict: Conflict,
   internal: Internal,
 };

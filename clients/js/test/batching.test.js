@@ -4,25 +4,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
 import { BadRequest, RequestError, TooLarge, connect } from '../src/index.js';
-import { FrameReader, cbor } from '../src/frames.js';
-import { startDaemon, waitFor } from './daemon.js';
+import { startDaemon, tap, waitFor } from './daemon.js';
 
 const MAX_FRAME = 65536;  // the smallest the daemon accepts
-
-/** Record the requests a client writes: [{size, op, events}] per frame. */
-function tap(client) {
-  const frames = [];
-  const reader = new FrameReader(1 << 24);
-  const write = client.socket.write.bind(client.socket);
-  client.socket.write = (data, ...rest) => {
-    reader.push(Buffer.from(data), (body) => {
-      const request = cbor.decode(body);
-      frames.push({ size: body.length, op: request.op, events: request.events?.length });
-    });
-    return write(data, ...rest);
-  };
-  return frames;
-}
 
 describe(`a daemon with max_frame ${MAX_FRAME}`, () => {
   let daemon;
@@ -174,6 +158,18 @@ describe(`a daemon with max_frame ${MAX_FRAME}`, () => {
       assert.deepEqual(received, [client.maxPayload, client.maxPayload, 10, 20]);
       client.close();
     });
+
+  test('request() resolves a publish or publish_batch with its reply map, as any', async () => {
+    const client = await connect(daemon.api);
+    const batch = await client.request({ op: 'publish_batch', reliable: false,
+      events: [{ topic: 'raw' }, { topic: 'raw', msg_id: 'NOT HEX' }] });
+    assert.equal(batch.ok, true);
+    assert.equal(batch.results.length, 2);
+    assert.equal(batch.results[1].error.code, 'bad_request');
+    const one = await client.request({ op: 'publish', topic: 'raw', msg_id: 'ab' });
+    assert.deepEqual([one.ok, one.msg_id], [true, 'ab']);
+    client.close();
+  });
 
   test('any request over max_frame is refused unsent; the connection goes on', async () => {
     const client = await connect(daemon.api);
