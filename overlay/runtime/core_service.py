@@ -93,6 +93,8 @@ class _Answer:
 
     done: trio.Event = field(default_factory=trio.Event)
     value: dict[str, Any] | None = None
+    #: A fetch's subscription: its end answers the fetch (``unknown_sub``).
+    sub: int | None = None
 
 
 class CoreService(Generic[N]):
@@ -126,6 +128,8 @@ class CoreService(Generic[N]):
                          "subscribe_unsettled": 0}
         #: Durable subscriptions whose consumer's root refused them before their reply.
         self._refused: dict[int, ApiError] = {}
+        #: The subscriptions attached to durable consumers.
+        self._durable: set[int] = set()
         #: Fetches and consumer queries waiting for the core's answer, by id.
         self._answers: dict[int, _Answer] = {}
         self._answer_ids = itertools.count(1)
@@ -211,6 +215,9 @@ class CoreService(Generic[N]):
             raise refused
 
     def renew(self, sub: int, expiry: float) -> None:
+        if sub in self._durable:
+            raise ApiError("bad_request", f"subscription {sub} is durable: it has no expiry "
+                           "(unsubscribe detaches it)")
         try:
             self._call(lambda core, now: core.renew(now, sub, expiry))
         except UnknownSubscriptionError:
@@ -219,6 +226,12 @@ class CoreService(Generic[N]):
             raise ApiError("bad_request", str(exc)) from None
 
     def unsubscribe(self, sub: int, reason: str) -> None:
+        if sub in self._durable:
+            self._durable.discard(sub)
+            for answer in self._answers.values():
+                if answer.sub == sub and answer.value is None:
+                    answer.value = {"ended": True}
+                    answer.done.set()
         self._sinks.pop(sub, None)
         self._expiries.pop(sub, None)
         settling = self._settling.pop(sub, None)
@@ -370,11 +383,20 @@ class CoreService(Generic[N]):
             self._settling.pop(handle, None)
             raise ApiError("bad_request", str(exc)) from None
         self._sinks[handle] = sink
+        self._durable.add(handle)
         return handle
+
+    def _not_durable(self, sub: int) -> ApiError:
+        """The error for an acknowledgement or fetch the core found no durable
+        subscription for: it ended meanwhile, or it is a plain one."""
+        if sub not in self._sinks:
+            return ApiError("unknown_sub", f"no subscription {sub} (it has ended)")
+        return ApiError("bad_request", f"subscription {sub} is not durable")
 
     def _consumer_refused(self, sub: int, code: str, message: str) -> None:
         """The consumer's root refused ``sub`` (before its reply: the subscribe fails) or
         ended it (its consumer was deleted: an ``ended`` push)."""
+        self._durable.discard(sub)
         settling = self._settling.get(sub)
         if settling is not None:
             self._refused[sub] = ApiError(
@@ -392,7 +414,7 @@ class CoreService(Generic[N]):
             self._call_durable(lambda core, now: core.durable_ack(
                 now, request.sub, request.op, request.msg_ids, request.delay))
         except UnknownSubscriptionError:
-            raise ApiError("bad_request", f"subscription {request.sub} is not durable") from None
+            raise self._not_durable(request.sub) from None
         except ValueError as exc:
             raise ApiError("bad_request", str(exc)) from None
 
@@ -404,11 +426,15 @@ class CoreService(Generic[N]):
             core.durable_fetch(now, request.sub, fetch_id, request.max, request.wait)
 
         try:
-            answer = await self._ask(fetch_id, ask, request.wait + self.answer_grace)
+            answer = await self._ask(fetch_id, ask, request.wait + self.answer_grace,
+                                     request.sub)
         except UnknownSubscriptionError:
-            raise ApiError("bad_request", f"subscription {request.sub} is not durable") from None
+            raise self._not_durable(request.sub) from None
         except ValueError as exc:
             raise ApiError("bad_request", str(exc)) from None
+        if answer is not None and answer.get("ended"):
+            raise ApiError("unknown_sub", f"subscription {request.sub} ended while its fetch "
+                           "waited")
         if answer is None:
             raise ApiError("timeout", "no answer from the consumer's root within the fetch's "
                            f"wait and {self.answer_grace:g} s: its events, if any were given, "
@@ -434,10 +460,10 @@ class CoreService(Generic[N]):
         return {"consumers": answer["consumers"], "more": answer["more"]}
 
     async def _ask(self, answer_id: int, ask: Callable[[DurableCore, float], None],
-                   within: float) -> dict[str, Any] | None:
+                   within: float, sub: int | None = None) -> dict[str, Any] | None:
         """Call ``ask`` into the durable core, and wait up to ``within`` s for the notice
-        that answers ``answer_id`` (None: none came)."""
-        answer = self._answers[answer_id] = _Answer()
+        that answers ``answer_id`` (None: none came), or for subscription ``sub`` to end."""
+        answer = self._answers[answer_id] = _Answer(sub=sub)
         try:
             self._call_durable(ask)
             with trio.move_on_after(within):

@@ -30,7 +30,15 @@ import pytest
 import trio
 
 from deploy import cluster
-from overlay.client import AsyncClient, ConnectionLost, NotReady, Timeout, connect, publish_event
+from overlay.client import (
+    AsyncClient,
+    ConnectionLost,
+    NotReady,
+    RequestError,
+    Timeout,
+    connect,
+    publish_event,
+)
 from scribe.consumers import Progress
 from tests.integration.fast import FAST
 
@@ -267,3 +275,28 @@ async def test_the_cli_subscribes_durably_fetches_and_lists_consumers(
         node, "consumers", "work", "--durable", "printer", "--delete"))
     assert done.returncode == 0, done.stderr
     assert set(await trio.to_thread.run_sync(listed)) == {"puller"}
+
+
+async def test_requests_on_durable_subscriptions_that_do_not_fit_are_refused_by_name(
+        ring: cluster.Inventory) -> None:
+    async with connect(ring.nodes[1].api) as client, \
+            client.subscribe("misc", durable="p", ack=True, pull=True) as sub:
+            with pytest.raises(RequestError, match="durable: it has no expiry") as refused:
+                await sub.renew(5.0)
+            assert refused.value.code == "bad_request"
+            async with client.subscribe("misc") as plain:
+                with pytest.raises(RequestError, match="not durable"):
+                    await client.request({"op": "fetch", "sub": plain.sub})
+            # A fetch waiting when its subscription ends is answered unknown_sub.
+            async with trio.open_nursery() as nursery:
+                outcome: list[BaseException] = []
+
+                async def fetch() -> None:
+                    try:
+                        await client.request({"op": "fetch", "sub": sub.sub, "wait": 3})
+                    except RequestError as exc:
+                        outcome.append(exc)
+                nursery.start_soon(fetch)
+                await trio.sleep(0)  # the fetch is written first
+                await client.request({"op": "unsubscribe", "sub": sub.sub})
+            assert [getattr(e, "code", None) for e in outcome] == ["unknown_sub"]
