@@ -6,8 +6,9 @@ topics crash losing unsynced writes and restart; then every node crashes and rej
 one by one (every 50 ms); applications re-subscribe with ``replay since_seq`` after
 their node restarts. For each seed: acknowledged events, subscriber-events lost (an
 acknowledged event an application never got), and repeats (an event an application got
-again; always under a new number, after a merge of the numbering a stale owner did
-meanwhile). Each run is deterministic for its seed within one process (string hashing
+again: a stale owner's numbering merged at the holders' return would move events to
+new numbers; stand-ins, scribe.standin, keep that from happening). Each run is
+deterministic for its seed within one process (string hashing
 differs between processes: set PYTHONHASHSEED to repeat a figure exactly).
 
 Run: .venv/bin/python bench/durable_scenario.py [--seeds 1-8] [--sync always|never]

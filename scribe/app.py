@@ -49,7 +49,7 @@ from scribe.consumer_messages import (
 from scribe.consumer_root import ConsumerRoots
 from scribe.consumers import ConsumerConfig
 from scribe.dissemination import Dissemination
-from scribe.durability import RestoredConsumer, RestoredLog
+from scribe.durability import NoteRange, RestoredConsumer, RestoredLog
 from scribe.membership import Membership
 from scribe.messages import (
     AnycastBack,
@@ -376,11 +376,19 @@ class ScribeApp:
         pred_id = None if pred is None else pred.id
         if pred_id != s.pred_id:
             s.pred_id, s.pred_changed_at = pred_id, now
+            self._note_range(now)
         self.repair.check_ownership(now)
         if self.misrouted:
             self._retry_misrouted(now)
         if self._settling:
             self._announce_in_effect(now)
+
+    def _note_range(self, now: float) -> None:
+        """Persist the start of the key range this node owns, when it changed (a restart
+        learns from it which keys were its own: scribe.standin)."""
+        start = self.state.former.note(now, self.state.pred_id)
+        if start is not None:
+            self.publishing.retention.durability.write(NoteRange(start))
 
     def _retry_misrouted(self, now: float) -> None:
         """Handle parked messages whose key this node owns now; route the others that
@@ -396,6 +404,8 @@ class ScribeApp:
     def on_timer(self, now: float) -> None:
         for name in self.state.timers.pop_due(now):
             if name == TICK:
+                if self.state.former.persisted != self.state.pred_id:
+                    self._note_range(now)  # a wider range withheld while the node waited
                 if self.misrouted:
                     self._retry_misrouted(now)
                 self.repair.tick(now)
@@ -434,11 +444,15 @@ class ScribeApp:
         self.publishing.retention.on_storage_failed(now, through, reason)
 
     def restore(self, now: float, logs: list[RestoredLog], load_ms: float = 0.0,
-                lost: bool = False, consumers: list[RestoredConsumer] | None = None) -> None:
+                lost: bool = False, consumers: list[RestoredConsumer] | None = None,
+                range_start: int | None = None) -> None:
         """Before joining: the topic logs the node's store kept from its last run
         (``load_ms`` to read them). They are held as replica copies; a ``recover`` trace
         record per topic says what came back. ``lost``: the store was refused whole, so
-        any topic this node claims soon may have been in it (its replicas are asked)."""
+        any topic this node claims soon may have been in it (its replicas are asked).
+        ``range_start``: where the keys it owned began (its predecessor's id), so that it
+        waits for the owners of the others (scribe.standin)."""
+        self.state.former.restored(range_start)
         self.publishing.retention.restore(now, logs, lost)
         for kept in consumers or ():
             self.consumers.restore(kept.topic, kept.name, kept.progress, kept.filter)

@@ -120,6 +120,10 @@ class ScribeConfig:
     #: before numbering: members re-joining in that time tell it how far the lost root
     #: had numbered. None: parent_timeout + join_timeout + 3 heartbeat intervals.
     takeover_wait: float | None = None
+    #: A restarted node that owns keys it did not own before (their owners are not back
+    #: yet) numbers none of their topics for this long after it is back in the ring,
+    #: unless the owner returns first (scribe.standin). 0: it numbers them at once.
+    standin_wait: float = 30.0
     #: The size model of the overlay's ``max_frame`` (set by the daemon from
     #: ``[limits]``, not a protocol setting): bounds the messages that carry events.
     sizes: SizeLimits = field(default_factory=SizeLimits)
@@ -171,6 +175,8 @@ class ScribeConfig:
                      "retain_count", "retain_bytes", "event_memory_events"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.standin_wait < 0:
+            raise ValueError(f"standin_wait must be >= 0, got {self.standin_wait}")
         if self.retain_min_age < 0:
             raise ValueError(f"retain_min_age must be >= 0, got {self.retain_min_age}")
         if self.replicas < 0:

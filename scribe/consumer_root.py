@@ -338,8 +338,10 @@ class ConsumerRoots:
             except FilterSyntaxError:
                 continue  # checked where it was made: a damaged copy
             # Its replicas get this copy at once, and answer with theirs when they are
-            # further along; members attaching meanwhile wait for that.
-            hosted.gathering_until = now + self.s.config.replica_timeout
+            # further along; members attaching meanwhile wait for that, and for the
+            # topic's recovery (a stand-in's wait for the owner's return among them).
+            hosted.gathering_until = max(now + self.s.config.replica_timeout,
+                                         self.s.recovering.get(topic, now))
             self._flush_soon(now)
 
     # -- steps ----------------------------------------------------------------------------------

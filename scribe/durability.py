@@ -109,6 +109,18 @@ class NoteCounter(StorageOp):
     seq: int
 
 
+@dataclass(frozen=True, slots=True)
+class NoteRange(StorageOp):
+    """This node owns the keys after ``start`` (its predecessor's id) up to its own id: a
+    restarted node learns which keys were its own (scribe.standin)."""
+
+    start: int
+
+    def __post_init__(self) -> None:
+        if type(self.start) is not int or self.start < 0:
+            raise ValueError(f"a range start is a node id, got {self.start!r}")
+
+
 @dataclass(frozen=True)
 class RestoredLog:
     """One topic's log as a store loaded it at start."""
@@ -196,6 +208,8 @@ class MemoryLogs:
         self._damaged: dict[str, int] = {}
         #: What the last :meth:`load` refused: (topic, what was wrong), as LogStore says.
         self.dropped: list[tuple[str | None, str]] = []
+        #: The last :class:`NoteRange`'s start (None: none).
+        self.range_start: int | None = None
 
     def apply(self, ops: Sequence[StorageOp]) -> None:
         for op in ops:
@@ -236,6 +250,8 @@ class MemoryLogs:
             self._consumers[(op.topic, op.name)] = (op.progress, op.filter)
         elif isinstance(op, DeleteConsumer):
             self._consumers.pop((op.topic, op.name), None)
+        elif isinstance(op, NoteRange):
+            self.range_start = op.start
         else:
             raise TypeError(f"not a topic-log operation: {type(op).__name__}")
 
@@ -330,5 +346,6 @@ class Durability:
 
 
 __all__ = ["REFUSE_SECONDS", "AppendEvents", "DeleteConsumer", "DropLog", "Durability",
-           "MemoryLogs", "MoveEvents", "NoteCounter", "ReplicaCopy", "RestoredConsumer",
-           "RestoredLog", "RootCopy", "SaveConsumer", "SyncWaiter", "TrimLog", "salvage"]
+           "MemoryLogs", "MoveEvents", "NoteCounter", "NoteRange", "ReplicaCopy",
+           "RestoredConsumer", "RestoredLog", "RootCopy", "SaveConsumer", "SyncWaiter",
+           "TrimLog", "salvage"]

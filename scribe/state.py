@@ -13,6 +13,7 @@ from overlay.core.messages import Message
 from overlay.core.timers import Timers
 from scribe.config import ScribeConfig
 from scribe.messages import DigestWire, Disown, EventBody, Heartbeat, Pull
+from scribe.standin import FormerRange
 from scribe.subscriptions import Subscriptions
 from scribe.summaries import Digest, aggregate
 from scribe.tree import ChildEdge, Role, TopicTree
@@ -43,6 +44,8 @@ class ScribeState:
         #: When this node's predecessor (and so the key range it owns) last changed.
         self.pred_changed_at = -math.inf
         self.pred_id: int | None = None
+        #: The keys this node owned before a restart (scribe.standin).
+        self.former = FormerRange(self.me.id, 1 << self.bits, config.standin_wait)
         #: Topics whose key this node took over knowing nothing of them, until when it
         #: gathers what the members know before numbering (``ScribeConfig.takeover_wait``).
         self.recovering: dict[str, float] = {}
@@ -162,10 +165,17 @@ class ScribeState:
     def start_recovery(self, now: float, topic: str) -> None:
         """This node starts numbering ``topic``: when it knows nothing of it and its key
         range changed lately, a root may have failed together with every copy of its
-        counter; wait for members' positions and events before numbering."""
+        counter; wait for members' positions and events before numbering. When the key
+        was another node's before this node restarted, wait for that node's return
+        (scribe.standin)."""
         until = self.pred_changed_at + self.config.takeover_window()
         if topic not in self.seq and topic not in self.recovering and now < until:
             self.recover_until(now, topic, until)
+        former = self.former
+        if former.standing_in(now, self.mid(topic)):
+            assert former.until is not None  # set by standing_in
+            self.trace("standin", topic=topic, until=round(former.until - now, 3))
+            self.recover_until(now, topic, former.until)
 
     def recover_until(self, now: float, topic: str, until: float) -> None:
         """Gather ``topic``'s events and positions until ``until`` (or later, if a

@@ -11,7 +11,7 @@ TRACE_VERSION = 1
 RECORD_TYPES = frozenset({
     "node_up", "node_down", "ring", "lookup", "subscribe", "subscribed", "unsubscribe",
     "tree", "tree_leave", "child", "publish", "publish_ack", "forward", "recv", "deliver",
-    "repair", "drop", "recover", "storage_dropped", "storage_failed", "merge",
+    "repair", "drop", "recover", "storage_dropped", "storage_failed", "merge", "standin",
     "consumer", "ack", "term", "redeliver", "dead_letter"})
 
 #: ``node_down`` reasons.

@@ -140,7 +140,8 @@ class ChordKind:
         app = core.app
         if not isinstance(app, Restorable):
             raise TypeError("a durable ChordKind needs an application that restores logs")
-        app.restore(now, report.logs, report.ms, report.refused, report.consumers)
+        app.restore(now, report.logs, report.ms, report.refused, report.consumers,
+                    report.range_start)
 
 
 @runtime_checkable
@@ -148,7 +149,8 @@ class Restorable(Protocol):
     """An application with durable state (ScribeApp)."""
 
     def restore(self, now: float, logs: list[RestoredLog], load_ms: float,
-                lost: bool, consumers: list[RestoredConsumer] | None) -> None: ...
+                lost: bool, consumers: list[RestoredConsumer] | None,
+                range_start: int | None) -> None: ...
 
 
 class Daemon(Generic[C]):

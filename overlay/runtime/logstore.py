@@ -50,6 +50,7 @@ from scribe.durability import (
     DropLog,
     MoveEvents,
     NoteCounter,
+    NoteRange,
     RestoredConsumer,
     RestoredLog,
     SaveConsumer,
@@ -114,6 +115,8 @@ class LoadReport:
     ms: float = 0.0
     #: The whole file was refused (moved aside): the node may have held any topic.
     refused: bool = False
+    #: Where the keys the node owned began (its predecessor's id; None: not kept).
+    range_start: int | None = None
 
 
 class LogStore:
@@ -236,6 +239,9 @@ class LogStore:
         elif isinstance(op, DeleteConsumer):
             db.execute("DELETE FROM consumers WHERE topic = ? AND name = ?",
                        (op.topic, op.name))
+        elif isinstance(op, NoteRange):
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('range_start', ?)",
+                       (str(op.start),))
         else:
             raise TypeError(f"not a topic-log operation: {type(op).__name__}")
 
@@ -271,10 +277,24 @@ class LogStore:
                 if problem is not None:
                     report.dropped.append((topic, problem))
             self._load_consumers(report)
+            self._load_range(report)
         except sqlite3.DatabaseError as exc:
             raise StorageError(f"{self.path}: damaged ({exc})") from None
         report.ms = (time.perf_counter() - started) * 1000
         return report
+
+    def _load_range(self, report: LoadReport) -> None:
+        """The key range's start, if one was kept. A damaged one is dropped and reported:
+        the node then waits for nobody (as a node that never kept one)."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'range_start'").fetchone()
+        if row is None:
+            return
+        text = row[0]
+        if isinstance(text, str) and text.isdigit():
+            report.range_start = int(text)
+        else:
+            report.dropped.append((None, f"range start: undecodable ({str(text)[:40]!r})"))
+            self._db.execute("DELETE FROM meta WHERE key = 'range_start'")
 
     def _load_consumers(self, report: LoadReport) -> None:
         """Every durable consumer's progress, checked like the events: a damaged row is

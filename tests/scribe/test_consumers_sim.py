@@ -132,13 +132,7 @@ def test_the_consumer_and_its_progress_survive_a_restart_of_every_node() -> None
 
     def restart_all() -> None:
         for i, addr in enumerate(addrs):
-            node = world.node(addr)
-            sim.add_node(node, node.node_hex)
-            disk = sim.storage(addr)
-            assert isinstance(disk, MemoryLogs)
-            logs, consumers = disk.load(), disk.consumers()
-            sim.invoke(addr, lambda core, now, r=logs, c=consumers: core.app.restore(
-                now, r, consumers=c))
+            world.back_from_disk(addr)
             if i == 0:
                 sim.invoke(addr, lambda core, now: core.create(now))
             else:

@@ -6,6 +6,7 @@ event comes back, in order, with its seq; with ``never`` acknowledged events are
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from chord.config import ChordConfig
 from chord.node import ChordNode
@@ -13,6 +14,7 @@ from chord.oracle import build_tables
 from overlay.core.effects import Deliver, Notice
 from overlay.core.storage import SyncPolicy
 from overlay.sim.engine import Simulator
+from overlay.sim.network import NetworkConfig
 from overlay.sim.scenarios.chord_world import sim_address
 from scribe.app import ScribeApp
 from scribe.config import ScribeConfig
@@ -40,14 +42,34 @@ class World:
         self.nodes[addr] = node
         return node
 
+    def back_from_disk(self, addr: str) -> None:
+        """``addr`` starts again (a new node object, not in the ring yet) from what its
+        disk kept: logs, durable consumers, the key range it owned."""
+        node = self.node(addr)
+        self.sim.add_node(node, node.node_hex)  # the crashed node's disk
+        disk = self.sim.storage(addr)
+        assert isinstance(disk, MemoryLogs)
+        logs, consumers, start = disk.load(), disk.consumers(), disk.range_start
+        self.sim.invoke(addr, lambda core, now: core.app.restore(
+            now, logs, consumers=consumers, range_start=start))
+
+    def holders(self, topic: str, count: int = 3) -> list[str]:
+        """The topic's root and its next ``count - 1`` successors: its replicas (the ring
+        of every node placed, whether alive or not)."""
+        key = self.app(min(self.nodes)).state.mid(topic)
+        ring = sorted(self.nodes.values(), key=lambda n: n.local.id)
+        first = next((i for i, n in enumerate(ring) if n.local.id >= key), 0)
+        return [ring[(first + k) % len(ring)].address for k in range(count)]
+
     def app(self, addr: str) -> ScribeApp:
         app = self.nodes[addr].app
         assert isinstance(app, ScribeApp)
         return app
 
 
-def build(seed: int, count: int, sync: SyncPolicy) -> World:
-    sim = Simulator(seed, sync=sync)
+def build(seed: int, count: int, sync: SyncPolicy, network: NetworkConfig | None = None,
+          trace_dir: Path | None = None) -> World:
+    sim = Simulator(seed, network=network, sync=sync, trace_dir=trace_dir)
     world = World(sim)
 
     def on_notice(addr: str, notice: Notice, now: float) -> None:
@@ -104,12 +126,7 @@ def crash_and_restart_everyone(world: World, at: float) -> None:
     def restart_all() -> None:
         first = None
         for i, addr in enumerate(addrs):
-            node = world.node(addr)
-            sim.add_node(node, node.node_hex)  # the crashed node's disk
-            logs = sim.storage(addr)
-            assert isinstance(logs, MemoryLogs)
-            restored = logs.load()
-            sim.invoke(addr, lambda core, now, r=restored: core.app.restore(now, r))
+            world.back_from_disk(addr)
             if first is None:
                 first = addr
                 sim.invoke(addr, lambda core, now: core.create(now))

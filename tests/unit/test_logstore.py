@@ -23,6 +23,7 @@ from scribe.durability import (
     MemoryLogs,
     MoveEvents,
     NoteCounter,
+    NoteRange,
     RestoredConsumer,
     RestoredLog,
     SaveConsumer,
@@ -241,3 +242,46 @@ def test_a_damaged_consumer_row_is_dropped_and_reported_not_served(tmp_path: Pat
     assert report.dropped == [("t", "consumer audit: checksum mismatch")]
     assert reopened.load().dropped == []  # dropped from the file too
     reopened.close()
+
+
+def test_both_stores_keep_the_last_key_range_start(tmp_path: Path) -> None:
+    ops: list[StorageOp] = [NoteRange(7), AppendEvents("t", (body("t", 1),)), NoteRange(0),
+                            NoteRange(2**160 - 1)]  # the largest id of a 160-bit ring
+    memory = MemoryLogs()
+    assert memory.range_start is None
+    memory.apply(ops)
+    assert memory.range_start == 2**160 - 1
+    store = LogStore(tmp_path / LOG_FILE, NODE, SyncPolicy())
+    assert store.load().range_start is None  # a new file: none kept
+    store.apply(ops)
+    store.close()
+    reopened = LogStore(tmp_path / LOG_FILE, NODE, SyncPolicy())
+    report = reopened.load()
+    reopened.close()
+    assert report.range_start == 2**160 - 1 and report.dropped == []
+    # A range start is not an event: a failed write keeps it.
+    assert NoteRange(5) in reopened.salvage([NoteRange(5), AppendEvents("t", (body("t", 2),))])
+
+
+@pytest.mark.parametrize("stored", ["-1", "12ab", "", "1.5"])
+def test_a_damaged_key_range_is_dropped_and_reported_not_served(
+        tmp_path: Path, stored: str) -> None:
+    store = LogStore(tmp_path / LOG_FILE, NODE, SyncPolicy())
+    store.apply([NoteRange(42)])
+    store.close()
+    db = sqlite3.connect(tmp_path / LOG_FILE)
+    db.execute("UPDATE meta SET value = ? WHERE key = 'range_start'", (stored,))
+    db.commit()
+    db.close()
+    reopened = LogStore(tmp_path / LOG_FILE, NODE, SyncPolicy())
+    report = reopened.load()
+    assert report.range_start is None
+    assert report.dropped == [(None, f"range start: undecodable ({stored!r})")]
+    assert reopened.load().dropped == []  # dropped from the file too
+    reopened.close()
+
+
+@pytest.mark.parametrize("start", [-1, True, 1.0])
+def test_a_range_start_is_a_node_id(start: object) -> None:
+    with pytest.raises(ValueError, match="a range start is a node id"):
+        NoteRange(start)  # type: ignore[arg-type]
