@@ -95,14 +95,16 @@ async function overlaySystem(work, nodes) {
       const dying = await connect(consumerApi, { clientName: 'bench-dying' });
       const held = await dying.subscribe(topic, settings);
       const mine = new Set();
-      for await (const event of held) {
+      while (mine.size < prefetch) {
+        // next(), not a for-await loop: leaving one unsubscribes, and the events would go
+        // back at once rather than at the consumer's death.
+        const event = await held.next();
         mine.add(event.msgId);
-        if (mine.size === prefetch) break;
       }
       const other = await connect(cluster.apis[0], { clientName: 'bench-heir' });
       const heir = await other.subscribe(topic, settings);
       const t0 = performance.now();
-      dying.destroy();
+      dying.socket.destroy(); // as a crash leaves it: no unsubscribe, no goodbye
       for await (const event of heir) {
         if (mine.has(event.msgId)) break;
         event.ack(); // the heir's own share: room for the dead one's events
@@ -162,6 +164,7 @@ async function rabbitConsumers(work) {
         }, { noAck: false });
       });
       await sleep(200); // the heir's consume is registered
+      dying.on('error', () => {}); // its heartbeats stop: the error is the point
       t0 = performance.now();
       dying.connection.stream.destroy();
       const ms = await first;
