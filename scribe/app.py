@@ -507,6 +507,9 @@ class _PartLinks:
                     counter: int) -> None:
         self.app.publishing.retention.adopt_events(now, topic, events, counter)
 
+    def recovered(self, now: float, topic: str) -> None:
+        self.app.repair.end_recovery(now, topic)
+
     def seen(self, tree: TopicTree, seq: int) -> bool:
         return self.app.ordering.seen(tree, seq)
 

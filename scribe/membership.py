@@ -52,6 +52,9 @@ class TreeEvents(Protocol):
                     counter: int) -> None:
         """A former root handed ``events`` of ``topic`` over."""
 
+    def recovered(self, now: float, topic: str) -> None:
+        """What the topic's recovery waited for has come: number its held publishes."""
+
 
 class Membership:
     def __init__(self, state: ScribeState, events: TreeEvents) -> None:
@@ -146,6 +149,9 @@ class Membership:
         """The ring moved ``topic``'s key away: give the sequence counter to the new owner,
         which adopts this node (with its subtree) as a child."""
         s = self.s
+        # Whether this node numbered the topic as its root knowing its log (not waiting
+        # for a lost root's members or a stand-in's owner): a stand-in may number on.
+        live = topic in s.numbering and topic not in s.recovering
         s.numbering.discard(topic)
         tree = s.trees.get(topic)
         digest: DigestWire | None = None
@@ -165,7 +171,7 @@ class Membership:
         for part, run in enumerate(runs):
             s.host.route(now, s.mid(topic),
                          RootHandover(topic, seq, s.me, digest if part == 0 else None,
-                                      version if part == 0 else 0, tuple(run)))
+                                      version if part == 0 else 0, tuple(run), live))
 
     def on_handover(self, now: float, msg: RootHandover) -> None:
         s = self.s
@@ -175,6 +181,11 @@ class Membership:
         mine = s.trees.get(msg.topic)
         was_root = mine is not None and mine.is_root
         self.claim_root(now, msg.topic)
+        if msg.live and s.standin_over(msg.topic):
+            # Handed over by a live root: its log and counter are what a stand-in waits
+            # for its owner's return to learn. (Not what a root gathering a lost root's
+            # members waits for: they may hold events past a live root's counter.)
+            self.events.recovered(now, msg.topic)
         if was_root and mine is not None:
             # A root that kept the key on its side of a healed partition: the events
             # the other side numbered meanwhile go down now, as on taking the role.

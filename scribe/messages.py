@@ -301,6 +301,9 @@ class RootHandover(_TopicMessage):
     version: int
     #: The events the old root retained, oldest first (the new owner keeps them).
     events: tuple[EventBody, ...] = ()
+    #: The old root numbered the topic knowing its log (it was not recovering it nor
+    #: standing in for another node): a new owner standing in stops waiting.
+    live: bool = False
 
     def __post_init__(self) -> None:
         _TopicMessage.__post_init__(self)

@@ -79,7 +79,7 @@ class Repair:
         """Recovering ``topic`` ended: answer the catch-up pulls and number the publishes
         held meanwhile, or, when the key moved away in the meantime, send them on to it."""
         s = self.s
-        s.recovering.pop(topic, None)
+        s.recovery_over(topic)
         key = s.mid(topic)
         owner = s.host.is_responsible(key)
         for pull in s.held_pulls.pop(topic, {}).values():

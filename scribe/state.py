@@ -47,8 +47,13 @@ class ScribeState:
         #: The keys this node owned before a restart (scribe.standin).
         self.former = FormerRange(self.me.id, 1 << self.bits, config.standin_wait)
         #: Topics whose key this node took over knowing nothing of them, until when it
-        #: gathers what the members know before numbering (``ScribeConfig.takeover_wait``).
+        #: gathers what the members know before numbering (``ScribeConfig.takeover_wait``),
+        #: or stands in for an owner not back yet (scribe.standin): the later of the two.
         self.recovering: dict[str, float] = {}
+        #: ... the gathering's end, and the stand-in's, each kept apart: a live root's
+        #: handover ends the stand-in only (the members may know more than that root).
+        self._gathering: dict[str, float] = {}
+        self._standing_in: dict[str, float] = {}
         #: Catch-up pulls that reached this root while it was recovering, by puller id.
         self.held_pulls: dict[str, dict[int, Pull]] = {}
         self.timers = Timers()
@@ -175,13 +180,36 @@ class ScribeState:
         if former.standing_in(now, self.mid(topic)):
             assert former.until is not None  # set by standing_in
             self.trace("standin", topic=topic, until=round(former.until - now, 3))
-            self.recover_until(now, topic, former.until)
+            self._standing_in[topic] = former.until
+            self._recover(now, topic)
 
     def recover_until(self, now: float, topic: str, until: float) -> None:
         """Gather ``topic``'s events and positions until ``until`` (or later, if a
         recovery already runs longer) before numbering or answering from the log."""
-        self.recovering[topic] = max(self.recovering.get(topic, until), until)
+        self._gathering[topic] = max(self._gathering.get(topic, until), until)
+        self._recover(now, topic)
+
+    def _recover(self, now: float, topic: str) -> None:
+        self.recovering[topic] = max(self._gathering.get(topic, -math.inf),
+                                     self._standing_in.get(topic, -math.inf))
         self.wake(now)
+
+    def standin_over(self, topic: str) -> bool:
+        """A live root handed ``topic`` over: stop standing in for its owner. True when
+        nothing else holds the topic's recovery (the caller ends it now)."""
+        if self._standing_in.pop(topic, None) is None:
+            return False
+        gathering = self._gathering.get(topic)
+        if gathering is None:
+            return True
+        self.recovering[topic] = gathering
+        return False
+
+    def recovery_over(self, topic: str) -> None:
+        """``topic``'s recovery ended (its time came, or its key moved away)."""
+        self.recovering.pop(topic, None)
+        self._gathering.pop(topic, None)
+        self._standing_in.pop(topic, None)
 
     def note_seq(self, topic: str, seq: int) -> None:
         if seq > self.seq.get(topic, 0):

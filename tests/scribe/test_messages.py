@@ -38,6 +38,7 @@ EXAMPLES: list[Message] = [
     HeartbeatAck(TOPIC, ref(5)),
     RootHandover(TOPIC, 12, ref(7), None, 0),
     RootHandover(TOPIC, 0, ref(7), digest("a = 1"), 5),
+    RootHandover(TOPIC, 3, ref(7), None, 0, (body("00ff", seq=3),), live=True),
     Publish(body("00ff", seq=None, x=1.5, ok=True, s="v"), ref(3)),
     PublishAck(TOPIC, "00ff", 4, ref(9)),
     PublishRefused(TOPIC, "00ff", "database or disk is full", ref(9)),

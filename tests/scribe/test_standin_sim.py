@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from overlay.core.effects import Notice
 from overlay.core.storage import SyncPolicy
+from scribe.durability import MemoryLogs
 from tests.scribe.test_durable_sim import SCRIBE, World, build, publish_stream
 
 TOPIC = "orders"
@@ -89,3 +90,50 @@ def test_holders_that_never_return_leave_the_topic_unavailable_for_standin_wait_
     assert RESTART_AT + SCRIBE.standin_wait <= acked_at[LATE] <= \
         RESTART_AT + SCRIBE.standin_wait + 5.0
     assert (TOPIC, LATE) in world.acked
+
+
+def test_a_stand_in_handed_the_topic_by_a_live_root_numbers_on_at_once() -> None:
+    """The topic's root dies for good while the next holder is down; the third holder
+    takes the topic over and numbers it. The second comes back: the topic's key is now
+    outside its former range (the dead root's), but the live root hands the topic over
+    to it, and it numbers on from that log at once, without waiting for the dead root."""
+    world = build(4, NODES, SyncPolicy("always"))
+    sim = world.sim
+    acked_at: dict[str, float] = {}
+
+    def on_notice(addr: str, notice: Notice, now: float) -> None:
+        if notice.kind == "published":
+            acked_at[notice.data["msg_id"]] = now
+
+    sim.on_notice.append(on_notice)
+    publish_stream(world, 1.0, 3)
+    publish_stream(world, 8.0, 30)
+    dead, back, live = world.holders(TOPIC)
+    publisher = next(a for a in sorted(world.nodes) if a not in (dead, back, live))
+
+    def publish(at: float, msg_id: str) -> None:
+        sim.at(at, lambda: sim.invoke(publisher, lambda core, now: core.app.publish(
+            now, TOPIC, {}, b"x", msg_id, reliable=True)))
+
+    sim.at(10.0, lambda: sim.crash(back))
+    sim.at(11.0, lambda: sim.crash(dead))  # for good
+    publish(16.0, "e1" * 16)  # numbered by the live root
+    restored: dict[str, int | None] = {}
+
+    def restart() -> None:
+        disk = sim.storage(back)
+        assert isinstance(disk, MemoryLogs)
+        restored["range"] = disk.range_start
+        world.back_from_disk(back)
+
+    sim.at(20.0, restart)
+    sim.at(20.05, lambda: sim.invoke(back, lambda core, now: core.join(now, [publisher])))
+    publish(26.0, "e2" * 16)
+    sim.run(until=26.0 + SCRIBE.standin_wait)
+    # Its former range was (dead, back]: the topic's key was the dead root's.
+    assert restored["range"] == world.nodes[dead].local.id
+    first, second = world.acked[(TOPIC, "e1" * 16)], world.acked[(TOPIC, "e2" * 16)]
+    assert second == first + 1
+    assert acked_at["e2" * 16] < 26.0 + 5.0  # not standin_wait later
+    root = world.app(back).publishing.retention.log(TOPIC)
+    assert root is not None and root.by_msg["e2" * 16] == second  # numbered by `back`
