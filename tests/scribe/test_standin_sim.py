@@ -20,23 +20,30 @@ RESTART_AT = 11.0
 LATE = "f" * 32
 
 
-def run(seed: int, holders_back_at: float | None, until: float
-        ) -> tuple[World, dict[str, float], list[str]]:
-    """Every node crashes; all but the topic's three holders restart at once (joining one
-    by one), the holders at ``holders_back_at`` (None: never). A publish on the topic is
-    made while they are away. Returns the world, when each msg_id was acknowledged, and
-    the holders."""
+def started(seed: int) -> tuple[World, dict[str, float]]:
+    """A world whose topics are numbered: ten acknowledged events each, by 8.3 s; and
+    when each msg_id is acknowledged (filled as the run goes)."""
     world = build(seed, NODES, SyncPolicy("always"))
-    sim = world.sim
     acked_at: dict[str, float] = {}
 
     def on_notice(addr: str, notice: Notice, now: float) -> None:
         if notice.kind == "published":
             acked_at[notice.data["msg_id"]] = now
 
-    sim.on_notice.append(on_notice)
+    world.sim.on_notice.append(on_notice)
     publish_stream(world, 1.0, 3)  # one per topic: the roots start numbering
-    publish_stream(world, 8.0, 30)  # ten per topic, all acknowledged before the crash
+    publish_stream(world, 8.0, 30)  # ten per topic, all acknowledged before 10 s
+    return world, acked_at
+
+
+def run(seed: int, holders_back_at: float | None, until: float
+        ) -> tuple[World, dict[str, float], list[str]]:
+    """Every node crashes; all but the topic's three holders restart at once (joining one
+    by one), the holders at ``holders_back_at`` (None: never). A publish on the topic is
+    made while they are away. Returns the world, when each msg_id was acknowledged, and
+    the holders."""
+    world, acked_at = started(seed)
+    sim = world.sim
     holders = world.holders(TOPIC)
     addrs = sorted(world.nodes)
     others = [a for a in addrs if a not in holders]
@@ -97,17 +104,8 @@ def test_a_stand_in_handed_the_topic_by_a_live_root_numbers_on_at_once() -> None
     takes the topic over and numbers it. The second comes back: the topic's key is now
     outside its former range (the dead root's), but the live root hands the topic over
     to it, and it numbers on from that log at once, without waiting for the dead root."""
-    world = build(4, NODES, SyncPolicy("always"))
+    world, acked_at = started(4)
     sim = world.sim
-    acked_at: dict[str, float] = {}
-
-    def on_notice(addr: str, notice: Notice, now: float) -> None:
-        if notice.kind == "published":
-            acked_at[notice.data["msg_id"]] = now
-
-    sim.on_notice.append(on_notice)
-    publish_stream(world, 1.0, 3)
-    publish_stream(world, 8.0, 30)
     dead, back, live = world.holders(TOPIC)
     publisher = next(a for a in sorted(world.nodes) if a not in (dead, back, live))
 
