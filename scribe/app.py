@@ -353,6 +353,8 @@ class ScribeApp:
             self.consumers.on_detach(now, msg, routed=True)
         elif isinstance(msg, ConsumerQuery):
             self.consumers.on_query(now, msg, routed=True)
+        elif isinstance(msg, ConsumerSync):
+            self.consumers.on_sync(now, msg)  # a former root's, as the key moved away
 
     def on_direct(self, now: float, src: str, msg: Message) -> None:
         handler = self._direct.get(type(msg))
@@ -501,6 +503,7 @@ class _PartLinks:
             self.app.consumers.offer(now, body)
 
     def handing_over(self, now: float, topic: str) -> tuple[EventBody, ...]:
+        self.app.consumers.hand_over(now, topic)
         return self.app.publishing.retention.hand_over(now, topic)
 
     def taking_over(self, now: float, topic: str, events: tuple[EventBody, ...],

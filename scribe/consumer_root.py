@@ -88,6 +88,20 @@ class Hosted:
     #: answer with newer copies (``on_sync``), and members attaching meanwhile wait.
     gathering_until: float = float("-inf")
     waiting: set[Member] = field(default_factory=set)
+    #: Fetches of waiting members, answered once they are attached.
+    held_fetches: list[ConsumerFetch] = field(default_factory=list)
+    #: While it gathers: the furthest progress known, to resume from again when the
+    #: gathering ends. The root's log may still be arriving meanwhile (a handover comes
+    #: in parts, newest first): a resume now would count what is not there yet as
+    #: dropped by retention. Nothing is delivered, persisted or copied until then.
+    resume_from: Progress | None = None
+
+    def forget(self, member: Member) -> None:
+        """``member`` left while it may have waited: nothing of it is held any more."""
+        self.waiting.discard(member)
+        if self.held_fetches:
+            self.held_fetches = [f for f in self.held_fetches
+                                 if Member(f.member.addr, f.sub) != member]
 
 
 class ConsumerRoots:
@@ -154,7 +168,7 @@ class ConsumerRoots:
         if hosted is not None:
             member = Member(msg.member.addr, msg.sub)
             hosted.leases.pop(member, None)
-            hosted.waiting.discard(member)
+            hosted.forget(member)
             self._carry_out(now, hosted, hosted.consumer.detach(now, member))
 
     def on_ack(self, now: float, msg: ConsumerAck, routed: bool) -> None:
@@ -182,6 +196,12 @@ class ConsumerRoots:
         hosted = self._hosted_for(now, msg, routed)
         if hosted is None:
             return
+        if Member(msg.member.addr, msg.sub) in hosted.waiting:
+            hosted.held_fetches.append(msg)  # answered once the gathering is over
+            return
+        self._fetch(now, hosted, msg)
+
+    def _fetch(self, now: float, hosted: Hosted, msg: ConsumerFetch) -> None:
         try:
             # One answer is one message: at most a message's worth of events.
             actions = hosted.consumer.fetch(now, Member(msg.member.addr, msg.sub),
@@ -206,18 +226,26 @@ class ConsumerRoots:
             for member, until in list(hosted.leases.items()):
                 if until <= now:
                     del hosted.leases[member]
-                    hosted.waiting.discard(member)
+                    hosted.forget(member)
                     self._carry_out(now, hosted, hosted.consumer.detach(now, member))
-            if hosted.waiting and now >= hosted.gathering_until:
-                for member in sorted(hosted.waiting, key=lambda m: (m.node, m.sub)):
-                    self._carry_out(now, hosted, hosted.consumer.attach(now, member))
-                hosted.waiting.clear()
-            deadline = hosted.consumer.next_deadline()
-            if deadline is not None and deadline <= now:
-                self._carry_out(now, hosted, hosted.consumer.tick(now))
+            if hosted.resume_from is not None and now >= hosted.gathering_until:
+                hosted = self._take_newer(now, (topic, name), hosted, hosted.resume_from)
+            if hosted.resume_from is None:
+                if hosted.waiting and now >= hosted.gathering_until:
+                    for member in sorted(hosted.waiting, key=lambda m: (m.node, m.sub)):
+                        self._carry_out(now, hosted, hosted.consumer.attach(now, member))
+                    hosted.waiting.clear()
+                    held, hosted.held_fetches = hosted.held_fetches, []
+                    for fetch in held:
+                        self._fetch(now, hosted, fetch)
+                deadline = hosted.consumer.next_deadline()
+                if deadline is not None and deadline <= now:
+                    self._carry_out(now, hosted, hosted.consumer.tick(now))
             if hosted.dirty:
                 hosted.dirty = False
-                progress = hosted.consumer.progress()
+                # While it gathers, what it resumes from (not the consumer as the log
+                # here shows it so far): its replicas answer with theirs if further.
+                progress = hosted.resume_from or hosted.consumer.progress()
                 self.durability.write(SaveConsumer(topic, name, progress, hosted.filter_text))
                 wire = tuple(progress.to_wire())
                 for replica in self.replicas_of(topic):
@@ -229,7 +257,8 @@ class ConsumerRoots:
         delays). Leases are coarse: the maintenance tick, every heartbeat interval while
         a consumer is hosted, expires them."""
         times = [d for h in self.hosted.values() if (d := h.consumer.next_deadline()) is not None]
-        times += [h.gathering_until for h in self.hosted.values() if h.waiting]
+        times += [h.gathering_until for h in self.hosted.values()
+                  if h.waiting or h.resume_from is not None]
         return min(times) if times else None
 
     def on_query(self, now: float, msg: ConsumerQuery, routed: bool) -> None:
@@ -300,7 +329,10 @@ class ConsumerRoots:
         progress = Progress.from_wire(list(msg.progress))
         hosted = self.hosted.get(key)
         if hosted is not None:
-            if _further(progress, hosted.consumer.progress()):
+            if hosted.resume_from is not None:
+                if _further(progress, hosted.resume_from):
+                    hosted.resume_from = progress  # resumed from when the gathering ends
+            elif _further(progress, hosted.consumer.progress()):
                 self._take_newer(now, key, hosted, progress)
             return
         held = self.copies.get(key)
@@ -311,19 +343,35 @@ class ConsumerRoots:
         self.copies[key] = (progress, msg.filter)
         self.durability.write(SaveConsumer(msg.topic, msg.name, progress, msg.filter))
 
-    def _take_newer(self, now: float, key: Key, hosted: Hosted, progress: Progress) -> None:
+    def _take_newer(self, now: float, key: Key, hosted: Hosted, progress: Progress) -> Hosted:
         """Host ``key`` from ``progress`` instead, its leases and members kept (what was in
-        flight here goes again)."""
+        flight here goes again); the consumer now hosted."""
         try:
             newer = self._resume(key, progress, hosted.filter_text)
         except FilterSyntaxError:
-            return
+            hosted.resume_from = None
+            return hosted
         newer.leases, newer.waiting = hosted.leases, hosted.waiting
+        newer.held_fetches = hosted.held_fetches
         newer.gathering_until = hosted.gathering_until
         attached = [m for m in hosted.leases if m not in hosted.waiting]
         for member in sorted(attached, key=lambda m: (m.node, m.sub)):
             self._carry_out(now, newer, newer.consumer.attach(now, member))
         self._flush_soon(now)
+        return newer
+
+    def hand_over(self, now: float, topic: str) -> None:
+        """``topic``'s key moved away: the new owner hosts its consumers. Each goes there
+        as its progress (routed to the key: the new owner takes it, or answers with the
+        newer copy it holds), and stays here as a copy, as at a replica. Members renew
+        their attachments at the new owner; what was in flight here goes again."""
+        for name in sorted(self._by_topic.pop(topic, ())):
+            hosted = self.hosted.pop((topic, name))
+            progress = hosted.consumer.progress()
+            self.copies[(topic, name)] = (progress, hosted.filter_text)
+            self.durability.write(SaveConsumer(topic, name, progress, hosted.filter_text))
+            self.s.host.route(now, self.s.mid(topic), ConsumerSync(
+                topic, name, self.s.me, tuple(progress.to_wire()), hosted.filter_text))
 
     def restore(self, topic: str, name: str, progress: Progress, filter_text: str) -> None:
         """A consumer a store loaded at start: held as a copy until this node is root."""
@@ -337,12 +385,7 @@ class ConsumerRoots:
                 hosted = self._resume(key, progress, filter_text)
             except FilterSyntaxError:
                 continue  # checked where it was made: a damaged copy
-            # Its replicas get this copy at once, and answer with theirs when they are
-            # further along; members attaching meanwhile wait for that, and for the
-            # topic's recovery (a stand-in's wait for the owner's return among them).
-            hosted.gathering_until = max(now + self.s.config.replica_timeout,
-                                         self.s.recovering.get(topic, now))
-            self._flush_soon(now)
+            self._gather(now, hosted, progress)
 
     # -- steps ----------------------------------------------------------------------------------
 
@@ -381,8 +424,27 @@ class ConsumerRoots:
 
     def _create(self, now: float, key: Key, msg: ConsumerAttach) -> Hosted:
         """A new consumer: every event the root retains is pending (resuming from
-        nothing, the floor goes up to the first one held)."""
-        return self._resume(key, Progress(msg.settings, 0, (), (), 0), msg.filter)
+        nothing, the floor goes up to the first one held). At a node whose key range
+        changed lately it may not be new: the former root's copy may be on its way
+        (``hand_over``), so it gathers first."""
+        fresh = Progress(msg.settings, 0, (), (), 0)
+        hosted = self._resume(key, fresh, msg.filter)
+        s = self.s
+        if now < s.pred_changed_at + s.config.takeover_window() or key[0] in s.recovering:
+            self._gather(now, hosted, fresh)
+        return hosted
+
+    def _gather(self, now: float, hosted: Hosted, progress: Progress) -> None:
+        """``hosted`` was resumed from ``progress`` as this node became its root: its
+        replicas (or its former root) may answer with a newer copy, and the root's log
+        may still be arriving. Until ``replica_timeout`` from now (or the end of the
+        topic's recovery: a stand-in's wait for the owner's return among them) members
+        wait, and then the consumer resumes again from the furthest progress known."""
+        topic = hosted.consumer.topic
+        hosted.gathering_until = max(now + self.s.config.replica_timeout,
+                                     self.s.recovering.get(topic, now))
+        hosted.resume_from = progress
+        self._flush_soon(now)  # its copy goes to the replicas (they answer if further)
 
     def _resume(self, key: Key, progress: Progress, filter_text: str) -> Hosted:
         """Host the consumer ``progress`` describes, with the root's log offered again

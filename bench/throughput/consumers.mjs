@@ -22,7 +22,8 @@
 // 2 s here: it cannot know the pull client died).
 //
 // Overlay setups: 1 daemon and 4 (publisher on the first daemon, consumer on the last;
-// `[storage] sync = "always"`, replicas 2). Rounds run the systems in a rotated order;
+// `[storage] sync = "always"`, replicas 2; retention raised to hold every round's events,
+// as the brokers' queues and streams do). Rounds run the systems in a rotated order;
 // ratios (overlay / broker) are taken within each round, then their median.
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -55,10 +56,14 @@ function parseArgs(argv) {
 
 // -- the overlay --------------------------------------------------------------------------
 
-async function overlaySystem(work, nodes) {
+async function overlaySystem(work, nodes, events) {
   const dir = path.join(work, `overlay-${nodes}`);
   await mkdir(dir, { recursive: true });
-  const cluster = await startOverlay(dir, nodes);
+  // A topic's log keeps 1,024 events by default: a consumer made after the fill would
+  // find only those (the rest trimmed, as a JetStream stream's limits drop messages).
+  // The queues and streams of the brokers keep everything: so does the overlay here.
+  const cluster = await startOverlay(dir, nodes,
+    `[protocol]\nretain_count = ${Math.max(4 * events, 1024)}\nretain_seconds = 3600\n`);
   const { connect } = await import('@overlay/client');
   const publishing = await ADAPTERS.overlay(true);
   const consumerApi = cluster.apis[nodes - 1];
@@ -260,7 +265,9 @@ async function main() {
   console.log(`events ${options.events} x 100 B, prefetch ${options.prefetch}, fetch batch `
     + `${options.batch}, rounds ${options.rounds}; work dir ${work}`);
   const makers = {};
-  for (const nodes of options.daemons) makers[`overlay ${nodes}d`] = () => overlaySystem(work, nodes);
+  for (const nodes of options.daemons) {
+    makers[`overlay ${nodes}d`] = () => overlaySystem(work, nodes, options.events);
+  }
   makers.rabbitmq = () => rabbitConsumers(work);
   makers.jetstream = () => jetstreamConsumers(work);
   const names = Object.keys(makers).filter((n) => !options.systems

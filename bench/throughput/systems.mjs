@@ -107,10 +107,17 @@ export async function startBrokers(work, log) {
   return brokers;
 }
 
-/** `overlay cluster up` of `nodes` daemons; returns their API sockets and a stop. */
-export async function startOverlay(dir, nodes) {
+/** `overlay cluster up` of `nodes` daemons (`protocol`: TOML appended to each daemon's
+ * configuration); returns their API sockets and a stop. */
+export async function startOverlay(dir, nodes, protocol = null) {
+  const extra = [];
+  if (protocol !== null) {
+    const file = `${dir}.protocol.toml`;
+    await writeFile(file, protocol);
+    extra.push('--protocol-file', file);
+  }
   await promisify(execFile)(OVERLAY_BIN, ['cluster', 'up', '--dir', dir, '--nodes',
-    String(nodes), '--timeout', '180'], { maxBuffer: 1 << 20 });
+    String(nodes), '--timeout', '180', ...extra], { maxBuffer: 1 << 20 });
   const inventory = JSON.parse(await readFile(path.join(dir, 'cluster.json'), 'utf8'));
   return {
     apis: inventory.nodes.map((node) => node.api),

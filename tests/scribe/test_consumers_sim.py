@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from overlay.core.effects import Deliver
+from overlay.core.effects import Deliver, Notice
+from overlay.core.ids import hash_id
 from overlay.core.storage import SyncPolicy
 from overlay.sim.scenarios.chord_world import sim_address
 from scribe.consumers import ConsumerConfig
 from scribe.durability import MemoryLogs
-from tests.scribe.test_durable_sim import World, build
+from tests.scribe.test_durable_sim import SCRIBE, World, build
 
 TOPIC = "tasks"
 CONFIG = ConsumerConfig(ack=True, ack_wait=2.0, max_inflight=4)
@@ -233,3 +234,78 @@ def test_a_root_back_with_an_older_copy_takes_its_replicas_newer_one() -> None:
     assert set(acked_ids) == {f"{i + 1:032x}" for i in range(30)}
     assert len(acked_ids) == len(set(acked_ids)), "an acknowledged task came again"
     assert world.app(root).consumers.hosted  # the old root is the consumer's root again
+
+
+def test_a_consumer_moves_with_its_topics_key_to_a_node_that_joins() -> None:
+    """A node joins just before the topic's key: the key moves to it, a node that never
+    held the topic or a copy of its consumer. The old root hands the consumer over with
+    the topic (its progress, routed to the key): the member goes on with the new root,
+    and nothing it acknowledged is delivered again."""
+    world = build(8, 12, SyncPolicy("always"))
+    sim = world.sim
+    root = world.holders(TOPIC, 1)[0]
+    key = world.app(root).state.mid(TOPIC)
+    root_id, size = world.nodes[root].local.id, 1 << 32
+    # An address whose id falls between the key and the root: its node owns the key.
+    joiner = next(a for a in (sim_address(i) for i in range(100, 100_000))
+                  if (hash_id(a, 32) - key) % size < (root_id - key) % size)
+    member = next(a for a in sorted(world.nodes) if a != root)
+    got: list[tuple[str, int]] = []
+
+    def on_deliver(addr: str, effect: Deliver, now: float) -> None:
+        if addr == member and effect.sub == 1:
+            got.append((effect.event.msg_id, effect.event.attempt))
+            sim.at(now + 0.05, lambda m=effect.event.msg_id: sim.invoke(
+                member, lambda core, now: core.app.durable_ack(now, 1, "ack", (m,))))
+
+    sim.on_deliver.append(on_deliver)
+    sim.at(0.5, lambda: sim.invoke(member, lambda core, now: core.app.durable_subscribe(
+        now, TOPIC, "workers", 1, "", CONFIG)))
+    for i in range(40):
+        sim.at(5.0 + 0.25 * i, lambda i=i: sim.invoke(member, lambda core, now: core.app.publish(
+            now, TOPIC, {"i": i}, b"task", f"{i + 1:032x}", reliable=True)))
+
+    def join() -> None:
+        node = world.node(joiner)
+        sim.add_node(node, node.node_hex, storage=MemoryLogs())
+        sim.invoke(joiner, lambda core, now: core.join(now, [root]))
+
+    sim.at(9.0, join)  # after about 16 of the 40
+    sim.run(until=30.0)
+    assert world.holders(TOPIC, 1)[0] == joiner
+    assert world.app(joiner).consumers.hosted  # the consumer moved with the key
+    assert not world.app(root).consumers.hosted  # ... and left the old root
+    published = {m for t, m in world.acked if t == TOPIC}
+    assert len(published) == 40 and {m for m, _ in got} == published
+    again = [m for m, n in Counter(m for m, _ in got).items() if n > 1]
+    assert not again, again
+
+
+def test_a_fetch_made_while_a_new_root_gathers_is_answered_once_it_is_over() -> None:
+    """The ring formed a moment ago: a new pull consumer gathers first (a former root's
+    copy may be on its way). A fetch sent meanwhile is held, not dropped, and answered
+    with the retained tasks once the gathering is over."""
+    world = build(9, 12, SyncPolicy("always"))
+    sim = world.sim
+    member = sim_address(4)
+    fetched: list[tuple[float, list[str]]] = []
+
+    def on_notice(addr: str, notice: Notice, now: float) -> None:
+        if addr == member and notice.kind == "fetched":
+            fetched.append((now, [e.msg_id for e in notice.data["events"]]))
+
+    sim.on_notice.append(on_notice)
+    for i in range(5):
+        sim.at(0.1, lambda i=i: sim.invoke(member, lambda core, now: core.app.publish(
+            now, TOPIC, {"i": i}, b"task", f"{i + 1:032x}", reliable=True)))
+    pull = ConsumerConfig(ack=True, pull=True)
+    sim.at(0.5, lambda: sim.invoke(member, lambda core, now: core.app.durable_subscribe(
+        now, TOPIC, "batch", 1, "", pull)))
+    sim.at(0.7, lambda: sim.invoke(member, lambda core, now: core.app.durable_fetch(
+        now, 1, 1, 10, 0.0)))
+    sim.run(until=5.0)
+    root = world.app(world.holders(TOPIC, 1)[0])
+    assert root.consumers.hosted[(TOPIC, "batch")].resume_from is None  # gathered
+    (at, ids), = fetched
+    assert ids == [f"{i + 1:032x}" for i in range(5)]
+    assert at >= 0.5 + SCRIBE.replica_timeout  # after the gathering, not before
