@@ -24,7 +24,15 @@ from overlay.core.pubsub import AttrValue, NewEvent, PublishOutcome
 from scribe.dissemination import Dissemination
 from scribe.durability import Durability
 from scribe.membership import Membership
-from scribe.messages import EventBody, Publish, PublishAck, PublishRefused, Restore
+from scribe.messages import (
+    EventBody,
+    Publish,
+    PublishAck,
+    Publishes,
+    PublishRefused,
+    Restore,
+    message_runs,
+)
 from scribe.retention import Release, Retention
 from scribe.state import ScribeState
 
@@ -129,8 +137,11 @@ class Publishing:
         topic = bodies[0].topic
         root = self.roots.get(topic)
         if root is not None and root.id != s.me.id:
-            for body in bodies:
-                s.send(root, self._message(body, reliable))
+            if len(bodies) == 1:
+                s.send(root, self._message(bodies[0], reliable))
+                return
+            for run in message_runs(list(bodies), s.config.sizes):
+                s.send(root, Publishes(topic, tuple(run), s.me, reliable))
             return
         key = s.mid(topic)
         if s.host.is_responsible(key):
@@ -234,14 +245,16 @@ class Publishing:
         if replicas:
             s.recover_until(now, topic, now + 2 * s.config.replica_timeout)
 
-    def on_direct(self, now: float, msg: Publish) -> None:
-        """An event sent straight to this node as the topic's cached root."""
+    def on_direct(self, now: float, msg: Publish | Publishes) -> None:
+        """Events sent straight to this node as the topic's cached root (one, or a run)."""
         s = self.s
-        key = s.mid(msg.body.topic)
+        bodies = msg.bodies if isinstance(msg, Publishes) else (msg.body,)
+        key = s.mid(bodies[0].topic)
         if s.host.is_responsible(key):
-            self.at_root(now, (msg.body,), msg.origin, msg.reliable, direct=True)
+            self.at_root(now, bodies, msg.origin, msg.reliable, direct=True)
         else:
-            s.host.route(now, key, msg)
+            for single in _singles(msg):
+                s.host.route(now, key, single)
 
     def on_ack(self, now: float, ack: PublishAck) -> None:
         s = self.s
@@ -270,7 +283,16 @@ class Publishing:
             self.s.host.notice("refused", topic=topic, msg_id=msg_id,
                                code="storage_error", reason=reason)
 
-    def on_unreachable(self, now: float, msg: Publish) -> None:
-        """The cached root is gone: forget it and route the event through the DHT."""
-        self.roots.pop(msg.body.topic, None)
-        self.s.host.route(now, self.s.mid(msg.body.topic), msg)
+    def on_unreachable(self, now: float, msg: Publish | Publishes) -> None:
+        """The cached root is gone: forget it and route the events through the DHT."""
+        singles = _singles(msg)
+        topic = singles[0].body.topic
+        self.roots.pop(topic, None)
+        key = self.s.mid(topic)
+        for single in singles:
+            self.s.host.route(now, key, single)
+
+
+def _singles(msg: Publish | Publishes) -> list[Publish]:
+    """The events of ``msg`` as single publishes (to be routed on their own)."""
+    return msg.each() if isinstance(msg, Publishes) else [msg]
