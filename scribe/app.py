@@ -18,7 +18,7 @@ record (``topic``, ``sub``; beyond TRACES.md) marks that moment.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from chord.kbr import KbrHost, NodeRef
@@ -27,6 +27,8 @@ from overlay.core.messages import Message
 from overlay.core.pubsub import (
     AttrValue,
     Capabilities,
+    NewEvent,
+    PublishOutcome,
     check_group,
     check_topic,
     check_unsubscribe_reason,
@@ -65,6 +67,7 @@ from scribe.messages import (
     Leave,
     Publish,
     PublishAck,
+    Publishes,
     PublishRefused,
     Pull,
     ReplayFill,
@@ -135,6 +138,7 @@ class ScribeApp:
             Heartbeat: r.on_heartbeat,
             HeartbeatAck: r.on_heartbeat_ack,
             Publish: self.publishing.on_direct,
+            Publishes: self.publishing.on_direct,
             PublishAck: self.publishing.on_ack,
             PublishRefused: self.publishing.on_refused,
             Replicate: retention.on_replicate,
@@ -231,6 +235,15 @@ class ScribeApp:
         if self._settling:  # as after a delivery: this node may have become the root
             self._announce_in_effect(now)
         return msg_id
+
+    def publish_many(self, now: float, events: Sequence[NewEvent]) -> list[PublishOutcome]:
+        """Publish ``events``, in order, as :meth:`publish` one by one would, in one step
+        (a run of one topic's events is numbered, retained and sent down together): per
+        event its msg_id, or the error refusing it."""
+        outcomes = self.publishing.publish_many(now, events)
+        if self._settling:  # as after a delivery: this node may have become the root
+            self._announce_in_effect(now)
+        return outcomes
 
     def _announce_in_effect(self, now: float) -> None:
         """A ``subscribed`` notice for each new subscription that is in effect now; one
@@ -496,11 +509,13 @@ class _PartLinks:
         self.app.publishing.on_claim(now, topic)
         self.app.consumers.on_claim(now, topic)
 
-    def release(self, now: float, body: EventBody) -> None:
-        """The root sends a numbered event down the tree, and to its durable consumers."""
-        self.app.dissemination.from_root(now, body)
+    def release(self, now: float, bodies: Sequence[EventBody]) -> None:
+        """The root sends numbered events of one topic down the tree, and to its durable
+        consumers (in seq order)."""
+        self.app.dissemination.from_root(now, bodies)
         if self.app.consumers:
-            self.app.consumers.offer(now, body)
+            for body in bodies:
+                self.app.consumers.offer(now, body)
 
     def handing_over(self, now: float, topic: str) -> tuple[EventBody, ...]:
         self.app.consumers.hand_over(now, topic)

@@ -103,21 +103,18 @@ class Dissemination:
         self.memory = EventMemory(state.config.event_memory, state.config.event_memory_events)
         self.steering = Steering()
 
-    def from_root(self, now: float, body: EventBody) -> None:
-        """The root numbered ``body``: start it down the tree."""
+    def from_root(self, now: float, bodies: Seq[EventBody]) -> None:
+        """The root numbered ``bodies``, events of one topic in seq order: start them
+        down the tree (the topic's tree, subscriptions and anycast groups looked up once
+        for the run)."""
         s = self.s
-        tree = s.trees.get(body.topic)
-        moved = self._moved(tree, body)
-        handled = HandledEvent(body, 0)
-        self.memory.remember(now, handled)
+        tree = s.trees.get(bodies[0].topic)
         s.wake(now)
-        if tree is None:
-            return  # nobody subscribes to the topic
-        assert body.seq is not None
-        if tree.stream.through is not None and body.seq <= tree.stream.through:
-            return  # handled already (caught up when this node took the root role)
-        tree.stream.through = body.seq
-        topic_subs = s.subs.topic(body.topic)
+        if tree is None:  # nobody subscribes to the topic
+            for body in bodies:
+                self.memory.remember(now, HandledEvent(body, 0))
+            return
+        topic_subs = s.subs.topic(bodies[0].topic)
         # The anycast groups to serve: local ones and those below each child.
         groups: set[str] | None = None
         if topic_subs is not None and topic_subs.groups:
@@ -127,8 +124,17 @@ class Dissemination:
                 if groups is None:
                     groups = set()
                 groups.update(edge.digest.groups)
-        self._spread(now, tree, handled, True, sorted(groups) if groups else (), upstream=None,
-                     deliver=not moved)
+        served = sorted(groups) if groups else ()
+        stream = tree.stream
+        for body in bodies:
+            moved = self._moved(tree, body)
+            handled = HandledEvent(body, 0)
+            self.memory.remember(now, handled)
+            assert body.seq is not None
+            if stream.through is not None and body.seq <= stream.through:
+                continue  # handled already (caught up when this node took the root role)
+            stream.through = body.seq
+            self._spread(now, tree, handled, True, served, upstream=None, deliver=not moved)
 
     def matching_ahead(self, topic: str, bodies: Seq[EventBody]
                        ) -> AbstractContextManager[None]:

@@ -329,6 +329,32 @@ class Publish(Message):
             raise ValueError("a published event is numbered by the root, not before")
 
 
+@message("scribe.publishes")
+class Publishes(_TopicMessage):
+    """Events of one topic from ``origin``'s application, in publish order, sent in one
+    message to the topic's cached root (the sender cuts a burst into runs of a message's
+    worth: :func:`message_runs`). The root handles them as that many :class:`Publish`
+    sent straight to it, in one step."""
+
+    topic: str
+    bodies: tuple[EventBody, ...]
+    origin: NodeRef
+    reliable: bool = True
+
+    def __post_init__(self) -> None:
+        _TopicMessage.__post_init__(self)
+        if not 0 < len(self.bodies) <= MAX_BATCH:
+            raise ValueError(f"a run of publishes carries 1 to {MAX_BATCH} events")
+        if any(b.seq is not None or b.topic != self.topic for b in self.bodies):
+            raise ValueError("a run of publishes carries unnumbered events of its topic")
+        if len({b.msg_id for b in self.bodies}) != len(self.bodies):
+            raise ValueError("a run of publishes carries each msg_id once")
+
+    def each(self) -> list[Publish]:
+        """The run as single publishes (routed on their own, or retried)."""
+        return [Publish(body, self.origin, self.reliable) for body in self.bodies]
+
+
 @message("scribe.replicate")
 class Replicate(Message):
     """The root's copy of a numbered event for one of its successors, which would take

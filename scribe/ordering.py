@@ -33,8 +33,9 @@ from scribe.tree import ChildEdge, TopicTree
 Handle = Callable[[float, TopicTree, Event], None]
 #: The root's retention buffer of a topic, if any.
 RootLog = Callable[[str], Retained | None]
-#: Sends an event the root holds down its tree (``Dissemination.from_root``).
-FromRoot = Callable[[float, EventBody], None]
+#: Sends events of one topic the root holds down its tree, in seq order
+#: (``Dissemination.from_root``).
+FromRoot = Callable[[float, Sequence[EventBody]], None]
 #: A context in which events about to be handled in a row are matched against the
 #: local subscriptions in one call (``Dissemination.matching_ahead``): only a cost.
 Ahead = Callable[[str, Sequence[EventBody]], AbstractContextManager[None]]
@@ -120,10 +121,10 @@ class Ordering:
                 for body in log.between(st.through, counter, len(log)):
                     assert body.seq is not None
                     bodies.setdefault(body.seq, body)
-            order = sorted(bodies)
-            with self.ahead(tree.topic, [bodies[seq] for seq in order]):
-                for seq in order:
-                    self.from_root(now, bodies[seq])
+            run = [bodies[seq] for seq in sorted(bodies)]
+            if run:
+                with self.ahead(tree.topic, run):
+                    self.from_root(now, run)
         start_at = counter if st.through is None else max(st.through, counter)
         st.held.clear()
         st.catch_up_after = None

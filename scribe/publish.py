@@ -16,14 +16,23 @@ publisher's node stops retrying and tells its application (a ``refused`` notice)
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from chord.kbr import NodeRef
-from overlay.core.pubsub import AttrValue
+from overlay.core.errors import LocalProtocolError
+from overlay.core.pubsub import AttrValue, NewEvent, PublishOutcome
 from scribe.dissemination import Dissemination
 from scribe.durability import Durability
 from scribe.membership import Membership
-from scribe.messages import EventBody, Publish, PublishAck, PublishRefused, Restore
+from scribe.messages import (
+    EventBody,
+    Publish,
+    PublishAck,
+    Publishes,
+    PublishRefused,
+    Restore,
+    message_runs,
+)
 from scribe.retention import Release, Retention
 from scribe.state import ScribeState
 
@@ -54,20 +63,58 @@ class Publishing:
                 ts: float | None = None, reliable: bool = True,
                 ttl: float | None = None) -> str:
         """Accept an event from the local application; returns its msg_id."""
+        outcome = self.publish_many(
+            now, (NewEvent(topic, attrs, payload, msg_id, ts, reliable, ttl),))[0]
+        if not isinstance(outcome, str):
+            raise outcome
+        return outcome
+
+    def publish_many(self, now: float, events: Sequence[NewEvent]) -> list[PublishOutcome]:
+        """Accept events from the local application, in order: per event its msg_id, or
+        the error refusing it. Events in a row of one topic and reliability (with
+        distinct msg_ids) go toward the root as one run: at the root, one step numbers,
+        retains, persists and sends them down."""
+        outcomes: list[PublishOutcome] = []
+        run: list[EventBody] = []
+        run_ids: set[str] = set()
+        run_reliable = False
+        for ev in events:
+            try:
+                body = self._body(now, ev)
+            except (ValueError, LocalProtocolError) as exc:
+                outcomes.append(exc)
+                continue
+            outcomes.append(body.msg_id)
+            if run and (body.topic != run[0].topic or ev.reliable != run_reliable
+                        or body.msg_id in run_ids):
+                self._toward_root(now, run, run_reliable)
+                run, run_ids = [], set()
+            self._accept(now, body, ev.reliable)
+            run.append(body)
+            run_ids.add(body.msg_id)
+            run_reliable = ev.reliable
+        if run:
+            self._toward_root(now, run, run_reliable)
+        return outcomes
+
+    def _body(self, now: float, ev: NewEvent) -> EventBody:
+        """The event as it travels (checked: ValueError or LocalProtocolError)."""
         s = self.s
+        msg_id = ev.msg_id
         if msg_id is None:
             msg_id = format(s.host.rng.getrandbits(128), "032x")
-        body = EventBody(topic, msg_id, None, dict(attrs), bytes(payload), s.me_hex,
-                         s.wall(now) if ts is None else float(ts),
-                         None if ttl is None else float(ttl))
-        s.trace("publish", topic=topic, msg_id=msg_id, attrs=body.attrs, size=len(payload))
-        msg = None
+        return EventBody(ev.topic, msg_id, None, dict(ev.attrs), bytes(ev.payload), s.me_hex,
+                         s.wall(now) if ev.ts is None else float(ev.ts),
+                         None if ev.ttl is None else float(ev.ttl))
+
+    def _accept(self, now: float, body: EventBody, reliable: bool) -> None:
+        """Record the publish; a reliable one waits for the root's acknowledgement."""
+        s = self.s
+        s.trace("publish", topic=body.topic, msg_id=body.msg_id, attrs=body.attrs,
+                size=len(body.payload))
         if reliable:
-            msg = Publish(body, s.me, reliable)
-            self.unacked[(topic, msg_id)] = (msg, now, now)
+            self.unacked[(body.topic, body.msg_id)] = (Publish(body, s.me, reliable), now, now)
             s.wake(now)
-        self._toward_root(now, body, reliable, msg)
-        return msg_id
 
     def retry(self, now: float) -> None:
         """Send again, through the DHT, every reliable event unacknowledged for too long;
@@ -84,34 +131,45 @@ class Publishing:
                 self.unacked[key] = (msg, accepted, now)
                 s.host.route(now, s.mid(topic), msg)
 
-    def _toward_root(self, now: float, body: EventBody, reliable: bool,
-                     msg: Publish | None) -> None:
-        """``msg``: the event's Publish when one was made already (None: made here, only
-        if it leaves this node; at the root an unreliable event needs none)."""
+    def _toward_root(self, now: float, bodies: Sequence[EventBody], reliable: bool) -> None:
+        """A run of new events of one topic from this node's application."""
         s = self.s
-        root = self.roots.get(body.topic)
+        topic = bodies[0].topic
+        root = self.roots.get(topic)
         if root is not None and root.id != s.me.id:
-            s.send(root, msg or Publish(body, s.me, reliable))
+            if len(bodies) == 1:
+                s.send(root, self._message(bodies[0], reliable))
+                return
+            for run in message_runs(list(bodies), s.config.sizes):
+                s.send(root, Publishes(topic, tuple(run), s.me, reliable))
             return
-        key = s.mid(body.topic)
+        key = s.mid(topic)
         if s.host.is_responsible(key):
             # The key is ours: no route to start (nor its record). This node knows its
             # root, so an unreliable event needs no acknowledgement to itself.
-            self.at_root(now, body, s.me, reliable, direct=True)
+            self.at_root(now, bodies, s.me, reliable, direct=True)
         else:
-            s.host.route(now, key, msg or Publish(body, s.me, reliable))
+            for body in bodies:
+                s.host.route(now, key, self._message(body, reliable))
+
+    def _message(self, body: EventBody, reliable: bool) -> Publish:
+        """The Publish carrying a new event of this node's application (a reliable one's
+        is the one kept for retries)."""
+        held = self.unacked.get((body.topic, body.msg_id)) if reliable else None
+        return held[0] if held is not None else Publish(body, self.s.me, reliable)
 
     def on_publish(self, now: float, msg: Publish) -> None:
         """``deliver`` up-call: a Publish reached the node responsible for its key."""
-        self.at_root(now, msg.body, msg.origin, msg.reliable)
+        self.at_root(now, (msg.body,), msg.origin, msg.reliable)
 
-    def at_root(self, now: float, body: EventBody, origin: NodeRef, reliable: bool,
-                direct: bool = False) -> None:
-        """An event (``body``, from ``origin``'s application) at the node responsible for
-        its topic's key. ``direct``: ``origin`` knows this node is the root (it sent the
-        event here as its cached root, or it is this node)."""
+    def at_root(self, now: float, bodies: Sequence[EventBody], origin: NodeRef,
+                reliable: bool, direct: bool = False) -> None:
+        """Events of one topic with distinct msg_ids (``bodies``, from ``origin``'s
+        application) at the node responsible for the topic's key. ``direct``: ``origin``
+        knows this node is the root (it sent the events here as its cached root, or it is
+        this node)."""
         s = self.s
-        topic = body.topic
+        topic = bodies[0].topic
         retention = self.retention
         tree = s.trees.get(topic)
         # Claiming the root role again changes nothing once this node numbers the topic,
@@ -121,29 +179,37 @@ class Publishing:
                 or (tree is not None and not tree.is_root)):
             self.membership.claim_root(now, topic)
             retention.adopt_replica(topic)
-        seq = retention.numbered(topic, body.msg_id)
-        if seq is not None:  # a retried publish: same number, not sent down again
-            if not retention.also_waiting(topic, body.msg_id, origin):
+        fresh: list[EventBody] = []
+        for body in bodies:
+            seq = retention.numbered(topic, body.msg_id)
+            if seq is None:
+                fresh.append(body)
+            elif not retention.also_waiting(topic, body.msg_id, origin):
+                # A retried publish: same number, not sent down again.
                 retention.answer(body.numbered(seq), origin)
+        if not fresh:
             return
         if topic in s.recovering:
             # Maybe a root failed with every copy of its counter: numbering from 1 would
             # reuse numbers members hold. Wait for their positions (JOINs, catch-ups).
-            self.deferred.setdefault(topic, {}).setdefault(
-                body.msg_id, Publish(body, origin, reliable))
+            deferred = self.deferred.setdefault(topic, {})
+            for body in fresh:
+                deferred.setdefault(body.msg_id, Publish(body, origin, reliable))
             return
         if reliable and retention.durability.refusing(now):
-            # The store is failing: numbering the event would only waste its seq.
-            retention.refuse(topic, body.msg_id, origin, "the root's store is failing")
+            # The store is failing: numbering the events would only waste their seqs.
+            for body in fresh:
+                retention.refuse(topic, body.msg_id, origin, "the root's store is failing")
             return
-        seq = s.seq.get(topic, 0) + 1
-        s.seq[topic] = seq
-        numbered = body.numbered(seq)
+        first = s.seq.get(topic, 0) + 1
+        numbered = [body.numbered(seq) for seq, body in enumerate(fresh, first)]
+        s.seq[topic] = first + len(numbered) - 1
         if retention.keep(now, numbered, origin, reliable):
             # An unreliable event's acknowledgement only teaches its origin where the
             # root is: one that came straight here knows (one message less per event).
             if reliable or not direct:
-                retention.answer(numbered, origin)
+                for body in numbered:
+                    retention.answer(body, origin)
             retention.release_ready(now, topic, numbered)
 
     def number_deferred(self, now: float, topic: str, owner: bool) -> None:
@@ -179,14 +245,16 @@ class Publishing:
         if replicas:
             s.recover_until(now, topic, now + 2 * s.config.replica_timeout)
 
-    def on_direct(self, now: float, msg: Publish) -> None:
-        """An event sent straight to this node as the topic's cached root."""
+    def on_direct(self, now: float, msg: Publish | Publishes) -> None:
+        """Events sent straight to this node as the topic's cached root (one, or a run)."""
         s = self.s
-        key = s.mid(msg.body.topic)
+        bodies = msg.bodies if isinstance(msg, Publishes) else (msg.body,)
+        key = s.mid(bodies[0].topic)
         if s.host.is_responsible(key):
-            self.at_root(now, msg.body, msg.origin, msg.reliable, direct=True)
+            self.at_root(now, bodies, msg.origin, msg.reliable, direct=True)
         else:
-            s.host.route(now, key, msg)
+            for single in _singles(msg):
+                s.host.route(now, key, single)
 
     def on_ack(self, now: float, ack: PublishAck) -> None:
         s = self.s
@@ -215,7 +283,16 @@ class Publishing:
             self.s.host.notice("refused", topic=topic, msg_id=msg_id,
                                code="storage_error", reason=reason)
 
-    def on_unreachable(self, now: float, msg: Publish) -> None:
-        """The cached root is gone: forget it and route the event through the DHT."""
-        self.roots.pop(msg.body.topic, None)
-        self.s.host.route(now, self.s.mid(msg.body.topic), msg)
+    def on_unreachable(self, now: float, msg: Publish | Publishes) -> None:
+        """The cached root is gone: forget it and route the events through the DHT."""
+        singles = _singles(msg)
+        topic = singles[0].body.topic
+        self.roots.pop(topic, None)
+        key = self.s.mid(topic)
+        for single in singles:
+            self.s.host.route(now, key, single)
+
+
+def _singles(msg: Publish | Publishes) -> list[Publish]:
+    """The events of ``msg`` as single publishes (to be routed on their own)."""
+    return msg.each() if isinstance(msg, Publishes) else [msg]

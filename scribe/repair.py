@@ -29,6 +29,7 @@ from scribe.messages import (
     JoinAck,
     Leave,
     Publish,
+    Publishes,
     Pull,
     Replicate,
 )
@@ -158,7 +159,7 @@ class Repair:
 
     def on_unreachable(self, now: float, dest: str, msg: Message) -> None:
         s = self.s
-        if isinstance(msg, Publish):
+        if isinstance(msg, Publish | Publishes):
             self.publishing.on_unreachable(now, msg)
         elif isinstance(msg, Replicate):
             self.publishing.retention.replica_unreachable(now, dest, msg)

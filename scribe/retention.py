@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,8 +86,9 @@ LocalAck = Callable[[str, str, int], None]
 #: Called on the publisher's own node when the root refuses its event (topic, msg_id,
 #: the store's error).
 LocalRefuse = Callable[[str, str, str], None]
-#: Called when the root may send a numbered event down the tree (now, event).
-Release = Callable[[float, EventBody], None]
+#: Called when the root may send numbered events of one topic down the tree (now, the
+#: events in seq order).
+Release = Callable[[float, Sequence[EventBody]], None]
 
 
 @dataclass
@@ -261,43 +262,51 @@ class Retention:
             tree.stream.log.merge(now, [b for b in bodies if (b.seq or 0) <= released])
         return bodies
 
-    def keep(self, now: float, body: EventBody, origin: NodeRef, reliable: bool) -> bool:
-        """Retain a freshly numbered event; for a reliable one, copy it to the replicas.
-        True when the publisher can be answered now (nothing to wait for)."""
+    def keep(self, now: float, bodies: Sequence[EventBody], origin: NodeRef,
+             reliable: bool) -> bool:
+        """Retain freshly numbered events of one topic (in seq order, from ``origin``),
+        persisted in one write; for reliable ones, copy them to the replicas. True when
+        the publisher can be answered now (nothing to wait for)."""
         s = self.s
-        topic = body.topic
+        topic = bodies[0].topic
         retained = self.root.get(topic)
         if retained is None:
             # A root numbering from scratch has every event from 1 on.
             retained = self.root[topic] = Retained(complete_from=1)
-        retained.add(now, body)
+        for body in bodies:
+            retained.add(now, body)
         retained.trim(now, s.config.retention_of(topic))
-        assert body.seq is not None
-        written = self.durability.write(AppendEvents(topic, (body,)))
+        written = self.durability.write(AppendEvents(topic, tuple(bodies)))
         queue = self.unreleased.get(topic)
         replicas = self.replicas_of(topic) if reliable else []
         # A reliable event waits for the root's own sync too (persisting nodes only).
         own_copy = reliable and written > self.durability.synced
-        if not replicas and not own_copy:  # the caller releases it now
+        if not replicas and not own_copy:  # the caller releases them now
             if queue:  # behind events that wait for their replicas
-                queue[body.seq] = (body, True)
+                for body in bodies:
+                    queue[body.seq or 0] = (body, True)
             return True
         if queue is None:
             queue = self.unreleased[topic] = OrderedDict()
-        queue[body.seq] = (body, False)
+        for body in bodies:
+            queue[body.seq or 0] = (body, False)
         if replicas:
             view = self.replica_views.setdefault(topic, ReplicaView())
             if not view.addrs:  # the first copies: these replicas start from here
                 view.addrs = frozenset(n.addr for n in replicas)
-            view.seq = max(view.seq, body.seq)
-            for replica in replicas:
-                s.send(replica, Replicate(body, s.me))
+            view.seq = max(view.seq, bodies[-1].seq or 0)
+            for body in bodies:
+                for replica in replicas:
+                    s.send(replica, Replicate(body, s.me))
         waiting = {n.addr for n in replicas}
         if own_copy:  # the root's own address stands for its own copy
             waiting.add(s.me.addr)
-            self.durability.after(written, RootCopy(topic, body.msg_id))
-        self.pending[(topic, body.msg_id)] = PendingAck(
-            body, [origin], replicas, waiting, now + s.config.replica_timeout)
+        deadline = now + s.config.replica_timeout
+        for body in bodies:
+            if own_copy:
+                self.durability.after(written, RootCopy(topic, body.msg_id))
+            self.pending[(topic, body.msg_id)] = PendingAck(
+                body, [origin], replicas, set(waiting), deadline)
         s.wake(now)
         return False
 
@@ -313,24 +322,24 @@ class Retention:
         return [n for n in s.host.replica_set(s.mid(topic), s.config.replicas)
                 if n.id != s.me.id]
 
-    def release_ready(self, now: float, topic: str, kept: EventBody | None = None) -> None:
+    def release_ready(self, now: float, topic: str, kept: Sequence[EventBody] = ()) -> None:
         """Send down, in seq order, the events at the head of the queue that may go.
-        ``kept``: an event :meth:`keep` just found ready, which it did not queue when
-        no event of the topic was waiting (then it goes at once)."""
+        ``kept``: events :meth:`keep` just found ready, which it did not queue when no
+        event of the topic was waiting (then they go at once)."""
         queue = self.unreleased.get(topic)
-        if not queue:
-            if kept is not None:
-                self.release(now, kept)
-            return
-        run = [body for body, _ in itertools.takewhile(lambda item: item[1], queue.values())]
-        with self.ahead(topic, run):
+        if queue:
+            kept = []
             while queue:
                 seq, (body, ready) = next(iter(queue.items()))
                 if not ready:
-                    return
+                    break
                 del queue[seq]
-                self.release(now, body)
-        self.unreleased.pop(topic, None)
+                kept.append(body)
+            if not queue:
+                del self.unreleased[topic]
+        if kept:
+            with self.ahead(topic, kept):
+                self.release(now, kept)
 
     def also_waiting(self, topic: str, msg_id: str, origin: NodeRef) -> bool:
         """A retried publish of an event still waiting for its replicas: answer that

@@ -56,8 +56,10 @@ MAX_CBOR_DEPTH = 32
 
 #: Version of the peer-to-peer protocol, exchanged in the connection handshake. 2: a
 #: frame may carry a bundle of messages (overlay/runtime/transport.py), which a node of
-#: version 1 would skip as one bad message. 3: a root handover says whether the old root
-#: was live (``RootHandover.live``), a field a node of version 2 would refuse.
+#: version 1 would skip as one bad message. 3: a run of publishes goes to a topic's
+#: cached root in one message (``scribe.publishes``), and a root handover says whether
+#: the old root was live (``RootHandover.live``): messages or fields a node of version 2
+#: would refuse.
 PEER_PROTOCOL_VERSION = 3
 
 T = TypeVar("T")

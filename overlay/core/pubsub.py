@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard
 
@@ -163,6 +163,38 @@ class DuplicateSubscriptionError(LocalProtocolError):
         self.sub_id = sub_id
 
 
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event an application publishes, as :meth:`PubSubCore.publish_many` takes it
+    (the arguments of :meth:`PubSubCore.publish`, checked there the same way)."""
+
+    topic: str
+    attrs: Mapping[str, AttrValue]
+    payload: bytes = b""
+    msg_id: str | None = None
+    ts: float | None = None
+    reliable: bool = True
+    ttl: float | None = None
+
+
+#: Per event of a :meth:`PubSubCore.publish_many`: its msg_id, or the error refusing it.
+PublishOutcome = str | ValueError | LocalProtocolError
+
+
+def publish_each(core: PubSubCore, now: float,
+                 events: Sequence[NewEvent]) -> list[PublishOutcome]:
+    """:meth:`PubSubCore.publish_many` as one :meth:`PubSubCore.publish` per event, for a
+    core that gains nothing from handling a burst in one step."""
+    outcomes: list[PublishOutcome] = []
+    for ev in events:
+        try:
+            outcomes.append(core.publish(now, ev.topic, ev.attrs, ev.payload, ev.msg_id,
+                                         ev.ts, ev.reliable, ev.ttl))
+        except (ValueError, LocalProtocolError) as exc:
+            outcomes.append(exc)
+    return outcomes
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a mode serves beyond plain subscriptions."""
@@ -197,5 +229,10 @@ class PubSubCore(Protocol):
     def publish(self, now: float, topic: str, attrs: Mapping[str, AttrValue],
                 payload: bytes = b"", msg_id: str | None = None, ts: float | None = None,
                 reliable: bool = True, ttl: float | None = None) -> str: ...
+
+    def publish_many(self, now: float, events: Sequence[NewEvent]) -> list[PublishOutcome]:
+        """``events`` in order, as :meth:`publish` would take them one by one, in one
+        step: per event its msg_id, or the error refusing it (the others go on)."""
+        ...
 
     def status(self) -> dict[str, Any]: ...

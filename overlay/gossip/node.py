@@ -40,9 +40,12 @@ from overlay.core.pubsub import (
     AttrValue,
     Capabilities,
     DeliveredEvent,
+    NewEvent,
+    PublishOutcome,
     check_topic,
     check_unsubscribe_reason,
     expiry_time,
+    publish_each,
 )
 from overlay.core.timers import Timers
 from overlay.gossip.config import GossipConfig
@@ -198,6 +201,10 @@ class GossipNode(CoreBase):
             self._wake(now)
         self.notice("published", topic=topic, msg_id=msg_id, seq=None)
         return msg_id
+
+    def publish_many(self, now: float, events: Sequence[NewEvent]) -> list[PublishOutcome]:
+        """``events`` as :meth:`publish` takes them, one by one."""
+        return publish_each(self, now, events)
 
     def status(self) -> dict[str, Any]:
         """Node id, strategy, view, subscriptions and held events (API ``status``)."""

@@ -48,12 +48,12 @@ from matching import FilterSyntaxError
 from overlay.core.effects import Deliver, Notice
 from overlay.core.errors import LocalProtocolError
 from overlay.core.protocol import ProtocolCore
-from overlay.core.pubsub import Capabilities, PubSubCore, UnknownSubscriptionError
+from overlay.core.pubsub import Capabilities, NewEvent, PubSubCore, UnknownSubscriptionError
 from overlay.runtime.api import ApiError, Expired, Notification, PublishResult, Sink
 from overlay.runtime.api.requests import Consumers, Fetch, Publish, Settle, Subscribe
 from overlay.runtime.api.service import Done, Ended
 from overlay.runtime.daemon import Daemon
-from overlay.runtime.pending import PendingPublishes, Waiter
+from overlay.runtime.pending import PendingPublishes
 from scribe.consumers import ConsumerConfig
 
 #: Seconds a reliable publish waits for the core's ``published`` notice.
@@ -250,18 +250,11 @@ class CoreService(Generic[N]):
         if not self.ready:
             return [ApiError.not_ready()] * len(requests)
         ts = time.time()  # one turn of the reader: the same publish time for all
-
-        def publish_all(core: PubSubCore, now: float) -> list[PublishResult | ApiError]:
-            outcomes: list[PublishResult | ApiError] = []
-            for request in requests:
-                msg_id = self._msg_id(request)
-                refused = self._publish_one(core, now, request, msg_id, ts)
-                outcomes.append(PublishResult(msg_id, None) if refused is None else refused)
-            return outcomes
-
-        outcomes: list[PublishResult | ApiError] = self._call(publish_all)
-        self.counters["published"] += sum(type(o) is PublishResult for o in outcomes)
-        return outcomes
+        msg_ids = [self._msg_id(request) for request in requests]
+        outcomes = self._publish_all(requests, msg_ids, ts)
+        self.counters["published"] += sum(o is None for o in outcomes)
+        return [PublishResult(msg_id, None) if o is None else o
+                for msg_id, o in zip(msg_ids, outcomes, strict=True)]
 
     def begin_publishes(self, requests: Sequence[Publish], dones: Sequence[Done]) -> list[bool]:
         """Reliable publishes, in order, in one call into the core. Each ``done`` gets its
@@ -273,24 +266,18 @@ class CoreService(Generic[N]):
                 done(ApiError.not_ready())
             return [True] * len(requests)
         ts = time.time()
-        waiters: list[Waiter] = []
-
-        def publish_all(core: PubSubCore, now: float) -> None:
-            for request, done in zip(requests, dones, strict=True):
-                msg_id = self._msg_id(request)
-                # Registered first: at the root the notice may come during the call.
-                waiter = self.pending.add(request.topic, msg_id, done)
-                refused = self._publish_one(core, now, request, msg_id, ts)
-                if refused is None:
-                    waiters.append(waiter)
-                else:
-                    self.pending.discard(waiter)
-                    done(refused)
-
-        self._call(publish_all)
-        self.counters["published"] += len(waiters)
-        for waiter in waiters:
-            self.pending.watch(waiter)
+        msg_ids = [self._msg_id(request) for request in requests]
+        # Registered first: at the root the notices come during the call.
+        waiters = [self.pending.add(request.topic, msg_id, done)
+                   for request, msg_id, done in zip(requests, msg_ids, dones, strict=True)]
+        outcomes = self._publish_all(requests, msg_ids, ts)
+        for waiter, done, refused in zip(waiters, dones, outcomes, strict=True):
+            if refused is None:
+                self.pending.watch(waiter)
+            else:
+                self.pending.discard(waiter)
+                done(refused)
+        self.counters["published"] += sum(o is None for o in outcomes)
         return [True] * len(requests)
 
     async def publish(self, request: Publish) -> PublishResult:
@@ -481,24 +468,21 @@ class CoreService(Generic[N]):
         # randbytes(16) as random.py writes it, one call less per event.
         return request.msg_id or self._ids.getrandbits(128).to_bytes(16, "little").hex()
 
-    def _publish_one(self, core: PubSubCore, now: float, request: Publish, msg_id: str,
-                     ts: float) -> ApiError | None:
-        """One publish inside a call into the core: None, or the ApiError refusing it."""
+    def _publish_all(self, requests: Sequence[Publish], msg_ids: Sequence[str],
+                     ts: float) -> list[ApiError | None]:
+        """The requests' events in one call into the core (one step: a run of one topic's
+        events is handled together there). Per request None, or the ApiError refusing it."""
+        events = [NewEvent(request.topic, request.attrs, request.payload, msg_id, ts,
+                           request.reliable, request.ttl)
+                  for request, msg_id in zip(requests, msg_ids, strict=True)]
         try:
             # Reliable in structured mode: the root answers once its replicas hold the
             # event (scribe.retention).
-            if request.ttl is None:
-                core.publish(now, request.topic, request.attrs, request.payload, msg_id, ts,
-                             request.reliable)
-            else:
-                core.publish(now, request.topic, request.attrs, request.payload, msg_id, ts,
-                             request.reliable, request.ttl)
-        except (ValueError, LocalProtocolError) as exc:
-            return ApiError("bad_request", str(exc))
-        except Exception as exc:  # a bug of ours: this request fails, not its batch
+            outcomes = self._call(lambda core, now: core.publish_many(now, events))
+        except Exception as exc:  # a bug of ours: the burst fails, the daemon goes on
             log.exception("internal error in publish")
-            return ApiError.internal(exc)
-        return None
+            return [ApiError.internal(exc)] * len(requests)
+        return [None if type(o) is str else ApiError("bad_request", str(o)) for o in outcomes]
 
     async def _time_out_publishes(self, daemon: Daemon[N]) -> None:
         await self.pending.run()

@@ -11,6 +11,7 @@ from overlay.core.errors import MessageError
 from overlay.core.framing import decode_map, encode_map
 from overlay.core.messages import Message, decode_message, encode_message
 from scribe.messages import (
+    MAX_BATCH,
     AnycastBack,
     DigestUpdate,
     Disown,
@@ -22,6 +23,7 @@ from scribe.messages import (
     Leave,
     Publish,
     PublishAck,
+    Publishes,
     PublishRefused,
     ReplicateAck,
     RootHandover,
@@ -40,6 +42,7 @@ EXAMPLES: list[Message] = [
     RootHandover(TOPIC, 0, ref(7), digest("a = 1"), 5),
     RootHandover(TOPIC, 3, ref(7), None, 0, (body("00ff", seq=3),), live=True),
     Publish(body("00ff", seq=None, x=1.5, ok=True, s="v"), ref(3)),
+    Publishes(TOPIC, (body("00ff", seq=None, x=1), body("0100", seq=None)), ref(3), False),
     PublishAck(TOPIC, "00ff", 4, ref(9)),
     PublishRefused(TOPIC, "00ff", "database or disk is full", ref(9)),
     ReplicateAck(TOPIC, "00ff", 4, ref(9), stored=False),
@@ -56,6 +59,10 @@ def round_tripped(msg: Message) -> Message:
 @pytest.mark.parametrize("msg", EXAMPLES, ids=lambda m: m.type_name)
 def test_round_trip(msg: Message) -> None:
     assert round_tripped(msg) == msg
+
+
+#: A run of publishes, for malformed variants.
+RUN = Publishes(TOPIC, (body("aa", seq=None),), ref(1))
 
 
 def wire_of(msg: Message, **changes: Any) -> dict[str, Any]:
@@ -79,10 +86,22 @@ def wire_of(msg: Message, **changes: Any) -> dict[str, Any]:
         "g": {"summary": {}, "distance": -1}}}),
     wire_of(Leave(TOPIC, ref(5)), extra=1),
     wire_of(PublishRefused(TOPIC, "00ff", "full", ref(9)), reason="x" * 201),
-], ids=range(10))
+    wire_of(RUN, bodies=[]),
+    wire_of(RUN, bodies=[body("aa", seq=3).to_wire()]),
+    wire_of(RUN, bodies=[EventBody("u", "aa", None, {}, b"p", "0001", 5.0).to_wire()]),
+    wire_of(RUN, bodies=[body("aa", seq=None).to_wire()] * 2),
+    wire_of(RUN, bodies=[body(format(i, "x"), seq=None).to_wire()
+                         for i in range(MAX_BATCH + 1)]),
+], ids=range(15))
 def test_malformed_messages_are_rejected(wire: dict[str, Any]) -> None:
     with pytest.raises(MessageError):
         decode_message(wire)
+
+
+def test_a_run_of_publishes_carries_up_to_max_batch_events() -> None:
+    full = Publishes(TOPIC, tuple(body(format(i, "x"), seq=None) for i in range(MAX_BATCH)),
+                     ref(1))
+    assert round_tripped(full) == full
 
 
 def test_numbering_copies_every_field_but_seq() -> None:

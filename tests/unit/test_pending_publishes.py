@@ -3,13 +3,14 @@ comes in time."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import trio
 import trio.testing
 
 from overlay.core.effects import Notice
+from overlay.core.pubsub import NewEvent, PublishOutcome, publish_each
 from overlay.runtime.api import ApiError, PublishResult
 from overlay.runtime.api.requests import Publish
 from overlay.runtime.core_service import CoreService
@@ -24,7 +25,7 @@ class FakeCore:
         self.service: CoreService | None = None
 
     def publish(self, now: float, topic: str, attrs: Any, payload: bytes, msg_id: str,
-                ts: float, reliable: bool = True) -> str:
+                ts: float, reliable: bool = True, ttl: float | None = None) -> str:
         if topic == "bad":
             raise ValueError("bad topic")
         self.published.append((topic, msg_id))
@@ -33,6 +34,9 @@ class FakeCore:
             self.service._on_notice(Notice("published", {"topic": topic, "msg_id": msg_id,
                                                           "seq": len(self.published)}))
         return msg_id
+
+    def publish_many(self, now: float, events: Sequence[NewEvent]) -> list[PublishOutcome]:
+        return publish_each(self, now, events)  # type: ignore[arg-type]  # a fake core: publish_each calls only publish
 
 
 class FakeDaemon:
