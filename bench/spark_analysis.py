@@ -6,6 +6,10 @@ nodes, 8 topics of which 2 gossip, faults and malformed lines included), then ru
 (JVM start, parse, Parquet, every metric, summary.json and report.html), and reports:
 
 - records per second end to end (records / wall time of that process);
+- CPU seconds of the whole process tree (the command, its JVM and the Python workers:
+  user and system time of each process, sampled from /proc every 0.2 s), the figure to
+  compare on a shared machine, where wall time follows the other users' load; the load
+  average at start and end is printed beside it;
 - peak resident memory of the JVM (sampled from /proc every 0.2 s, the driver JVM and
   any JVM it starts) and of the Python workers;
 - how the rate at the largest size compares with the smallest (linear scaling keeps
@@ -28,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # This file shares its name with the package: drop its own folder from the import path.
@@ -38,10 +42,14 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 from spark_analysis.synthetic import Spec, generate  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _children() -> dict[int, list[int]]:
+def _children() -> tuple[dict[int, list[int]], dict[int, int]]:
+    """Each process' children, and each process' CPU time so far (user + system, in
+    clock ticks; not its children's, which are counted as processes of their own)."""
     kids: dict[int, list[int]] = {}
+    ticks: dict[int, int] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -50,9 +58,10 @@ def _children() -> dict[int, list[int]]:
                 stat = fh.read()
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        kids.setdefault(ppid, []).append(int(entry.name))
-    return kids
+        fields = stat.rsplit(")", 1)[1].split()
+        kids.setdefault(int(fields[1]), []).append(int(entry.name))
+        ticks[int(entry.name)] = int(fields[11]) + int(fields[12])
+    return kids, ticks
 
 
 def _rss_and_name(pid: int) -> tuple[int, str]:
@@ -70,16 +79,28 @@ def _rss_and_name(pid: int) -> tuple[int, str]:
 class Peak:
     jvm: int = 0
     python_workers: int = 0
+    # Latest CPU ticks seen of each process of the tree (the root included); a process
+    # that ends keeps what it had at the last sample (up to 0.2 s of it is missed).
+    ticks: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def cpu_seconds(self) -> float:
+        return sum(self.ticks.values()) / TICKS
 
 
 def _sample(root: int, peak: Peak, stop: threading.Event) -> None:
-    """Peak RSS of the JVMs and of the Python workers below ``root``."""
+    """Peak RSS of the JVMs and of the Python workers below ``root``, and the CPU time
+    of every process of the tree."""
     while not stop.is_set():
-        kids = _children()
-        todo, jvm, workers = list(kids.get(root, [])), 0, 0
+        kids, ticks = _children()
+        todo, jvm, workers = [root], 0, 0
         while todo:
             pid = todo.pop()
             todo.extend(kids.get(pid, []))
+            if pid in ticks:
+                peak.ticks[pid] = max(peak.ticks.get(pid, 0), ticks[pid])
+            if pid == root:
+                continue
             rss, name = _rss_and_name(pid)
             if name == "java":
                 jvm += rss
@@ -90,23 +111,66 @@ def _sample(root: int, peak: Peak, stop: threading.Event) -> None:
         stop.wait(0.2)
 
 
+def _load() -> str:
+    with open("/proc/loadavg", encoding="ascii") as fh:
+        return fh.read().split()[0]
+
+
+@dataclass
+class Measured:
+    """One process' run: wall seconds, CPU seconds of its tree, load at start and end."""
+
+    seconds: float
+    peak: Peak
+    load: tuple[str, str]
+    stdout: str
+
+    @property
+    def cpu_seconds(self) -> float:
+        return self.peak.cpu_seconds
+
+
+def measure(cmd: list[str], what: str) -> Measured:
+    """Run ``cmd`` and sample its process tree until it ends."""
+    peak, stop = Peak(), threading.Event()
+    load_before = _load()
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sampler = threading.Thread(target=_sample, args=(proc.pid, peak, stop), daemon=True)
+    sampler.start()
+    stdout, stderr = proc.communicate()
+    seconds = time.monotonic() - started
+    stop.set()
+    sampler.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"{what} failed ({proc.returncode}):\n{stderr[-4000:]}")
+    return Measured(seconds, peak, (load_before, _load()), stdout)
+
+
 @dataclass
 class Result:
     records: int
     bad_lines: int
     gen_seconds: float
-    seconds: float
-    peak: Peak
     trace_bytes: int
-    floor_seconds: float = float("nan")
+    analysis: Measured
+    floor: Measured
+
+    @property
+    def seconds(self) -> float:
+        return self.analysis.seconds
+
+    @property
+    def peak(self) -> Peak:
+        return self.analysis.peak
 
     @property
     def rate(self) -> float:
-        return self.records / self.seconds
+        return self.records / self.analysis.seconds
 
     @property
     def floor_rate(self) -> float:
-        return self.records / self.floor_seconds
+        return self.records / self.floor.seconds
 
 
 def read_json_floor(traces: str, master: str) -> None:
@@ -132,13 +196,9 @@ def read_json_floor(traces: str, master: str) -> None:
     spark.stop()
 
 
-def floor_seconds(traces: Path, master: str) -> float:
-    started = time.monotonic()
+def floor_run(traces: Path, master: str) -> Measured:
     cmd = [sys.executable, __file__, "--floor-of", str(traces), "--master", master]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"spark.read.json failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-    return time.monotonic() - started
+    return measure(cmd, "spark.read.json")
 
 
 def run_one(n: int, master: str, work: Path, seed: int) -> Result:
@@ -181,21 +241,9 @@ def run_one(n: int, master: str, work: Path, seed: int) -> Result:
         master,
         "--no-report",
     ]
-    peak, stop = Peak(), threading.Event()
-    started = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    sampler = threading.Thread(target=_sample, args=(proc.pid, peak, stop), daemon=True)
-    sampler.start()
-    stdout, stderr = proc.communicate()
-    seconds = time.monotonic() - started
-    stop.set()
-    sampler.join()
-    if proc.returncode != 0:
-        raise SystemExit(f"analysis failed ({proc.returncode}):\n{stderr[-4000:]}")
-    print("  " + "\n  ".join(stdout.strip().splitlines()[:3]), flush=True)
-    result = Result(info.records, info.bad_lines, gen, seconds, peak, size)
-    result.floor_seconds = floor_seconds(traces, master)
-    return result
+    analysis = measure(cmd, "analysis")
+    print("  " + "\n  ".join(analysis.stdout.strip().splitlines()[:3]), flush=True)
+    return Result(info.records, info.bad_lines, gen, size, analysis, floor_run(traces, master))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,29 +272,32 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{n:,} records:", flush=True)
             r = run_one(n, args.master, work, args.seed)
             results.append(r)
+            a, f = r.analysis, r.floor
             print(
-                f"  end to end {r.seconds:.1f} s = {r.rate:,.0f} records/s; peak RSS "
+                f"  end to end {a.seconds:.1f} s = {r.rate:,.0f} records/s, "
+                f"{a.cpu_seconds:.1f} CPU s (load {a.load[0]} -> {a.load[1]}); peak RSS "
                 f"JVM {r.peak.jvm / 2**20:,.0f} MiB, Python workers "
                 f"{r.peak.python_workers / 2**20:,.0f} MiB",
                 flush=True,
             )
             print(
                 f"  floor, plain spark.read.json (explicit schema, own process) "
-                f"{r.floor_seconds:.1f} s = {r.floor_rate:,.0f} records/s",
+                f"{f.seconds:.1f} s = {r.floor_rate:,.0f} records/s, "
+                f"{f.cpu_seconds:.1f} CPU s (load {f.load[0]} -> {f.load[1]})",
                 flush=True,
             )
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     print(
-        "\nrecords       seconds   records/s   JVM peak MiB   py workers MiB"
-        "   read.json s   read.json rec/s"
+        "\nrecords       seconds   records/s   CPU s   JVM peak MiB   py workers MiB"
+        "   read.json s   read.json rec/s   read.json CPU s"
     )
     for r in results:
         print(
-            f"{r.records:>11,}  {r.seconds:8.1f}  {r.rate:10,.0f}  {r.peak.jvm / 2**20:13,.0f}"
-            f"  {r.peak.python_workers / 2**20:15,.0f}  {r.floor_seconds:12.1f}"
-            f"  {r.floor_rate:16,.0f}"
+            f"{r.records:>11,}  {r.seconds:8.1f}  {r.rate:10,.0f}  {r.analysis.cpu_seconds:6.1f}"
+            f"  {r.peak.jvm / 2**20:13,.0f}  {r.peak.python_workers / 2**20:15,.0f}"
+            f"  {r.floor.seconds:12.1f}  {r.floor_rate:16,.0f}  {r.floor.cpu_seconds:16.1f}"
         )
     if len(results) > 1:
         first, last = results[0], results[-1]
