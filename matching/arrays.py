@@ -18,6 +18,11 @@ missing attribute or a value of another kind is never TRUE, as FILTERS.md wants.
 
 Many events are matched in one pass (:meth:`ArrayIndex.match_many`): their rows form a
 matrix, the candidates carry their event's number, and each numpy call serves them all.
+The batch is read attribute by attribute, not event by event: each lookup (postings,
+pair terms, value codes) is one ``map`` over the whole column, numbers go into the
+matrix as one array, and the pairs of all events are coded at once
+(:meth:`PairTable.collect`), so Python runs per attribute and per candidate found, not
+per event value.
 
 An integer event value beyond 2**53 is not a double: the checks and windows then use the
 doubles on either side of it (never saying no wrongly), and the filters found are
@@ -29,11 +34,11 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
-from matching.access import BOOL_TAG, ValueKey
+from matching.access import ValueKey, value_key
 from matching.ast import Value, kind_of
 from matching.atoms import CHECK_SLOTS, EXACT_INT, Atom, Layout, atoms_of, layout_of
 from matching.clusters import drop_from_leaf, leaf
@@ -60,7 +65,7 @@ _Filed = tuple[int, _Place, tuple[str, ...], tuple[ValueKey, ...]]
 #: Per attribute: its equality postings by value, its code, whether it has interval
 #: segments, its pair terms by value (:meth:`ArrayIndex._attr_table`).
 _AttrInfo = tuple[dict[ValueKey, Posting] | None, int | None, bool,
-                  dict[ValueKey, list[int]] | None]
+                  dict[ValueKey, int] | None]
 
 
 def array_layouts(conjunctions: Sequence[Conjunction] | None) -> list[Layout] | None:
@@ -269,87 +274,64 @@ class ArrayIndex:
         table = self._attr_table()
         values_code = self._values.code
         width = 1 + 2 * self._attrs.span()
-        # One row per event, flat: (column, value) pairs set after the loop, in one call.
-        columns: list[int] = []
-        cells: list[float] = []
+        end = count * width
+        # One row per event, flat: per coded attribute its number and its value's code,
+        # gathered in ``cells`` for the ``spots`` they go to, and set in one call.
+        spots: list[int] = []
+        cells: list[Any] = []
         inexact: dict[int, list[tuple[int, int]]] = {}  # event -> (column, int value)
-        numeric: dict[str, tuple[list[int], list[float]]] = {}
         found = Found()
-        pairs = self._pairs
-        for event, attrs in enumerate(events):
-            base = event * width
-            terms: list[int] = []  # of its values that pairs name
-            for name, value in attrs.items():
-                info = table.get(name)
-                if info is None:  # no filter here names it
-                    continue
-                # kind_of, unrolled for the plain types: this runs per event attribute.
-                cls = value.__class__
-                number: float | None = None
-                if cls is str:
-                    key: ValueKey = value
-                elif cls is float:
-                    if value != value:  # NaN compares with nothing
-                        continue
-                    key = number = value  # type: ignore[assignment]  # a float, by its class
-                elif cls is int:
-                    key = value
-                    number = value if -EXACT_INT <= value <= EXACT_INT else _double(value)  # type: ignore[operator, assignment, arg-type]  # an int, by its class
-                elif cls is bool:
-                    key = (BOOL_TAG, value)  # type: ignore[assignment]  # a bool, by its class
-                else:
-                    kind = kind_of(value)
-                    if kind is None:
-                        continue
-                    key = (BOOL_TAG, value) if kind == "bool" else value  # type: ignore[assignment]  # a bool when its kind says so
-                    if kind == "num":
-                        number = _double(value) if isinstance(value, int) and not \
-                            -EXACT_INT <= value <= EXACT_INT else float(value)
-                by_value, code, stabbed, paired = info
-                if paired is not None and (term := paired.get(key)) is not None:
-                    terms.append(term[0])
-                if by_value is not None and (posting := by_value.get(key)) is not None:
-                    posting.collect(event, found)
-                if code is not None:
-                    if number is not None:
-                        columns.append(base + 1 + 2 * code)
-                        cells.append(number)
-                        if number != value:  # an int that is not a double
-                            inexact.setdefault(event, []).append((1 + 2 * code, value))  # type: ignore[arg-type]  # an int: a float is a double
-                    if (value_code := values_code.get(key)) is not None:
-                        columns.append(base + 2 + 2 * code)
-                        cells.append(value_code)
-                if stabbed and number is not None:
-                    events_values = numeric.get(name)
-                    if events_values is None:
-                        events_values = numeric[name] = ([], [])
-                    events_values[0].append(event)
-                    events_values[1].append(number)
-            if len(terms) > 1:
-                pairs.collect(event, terms, found)
-        low_rows = np.full(count * width, math.nan)
+        terms: list[list[int | None]] = []  # per attribute pairs name: each event's term
+        numeric: list[tuple[str, list[Any]]] = []
+        # Attribute by attribute, each lookup made for the whole batch in one map.
+        for name in sorted(table.keys() & set().union(*events)):
+            by_value, code, stabbed, paired = table[name]
+            keys, numbers, big = _column([attrs.get(name) for attrs in events])
+            if paired is not None:
+                terms.append(list(map(paired.get, keys)))
+            if by_value is not None:
+                postings = list(map(by_value.get, keys))
+                for event in itertools.compress(range(count), postings):
+                    postings[event].collect(event, found)  # type: ignore[union-attr]  # compress keeps the postings found
+            if code is not None:
+                if numbers is not None:
+                    spots.extend(range(1 + 2 * code, end, width))
+                    cells.extend(numbers)
+                    for event, value in big:
+                        inexact.setdefault(event, []).append((1 + 2 * code, value))
+                spots.extend(range(2 + 2 * code, end, width))
+                cells.extend(map(values_code.get, keys))
+            if stabbed and numbers is not None:
+                numeric.append((name, numbers))
+        if len(terms) > 1:
+            self._pairs.collect(terms, found)
+        low_rows = np.full(end, math.nan)
         low_rows[::width] = 0.0  # column 0, of the unused checks
-        low_rows[columns] = cells
+        low_rows[spots] = np.array(cells, np.float64)  # None (no number, no code): NaN
         high_rows = low_rows
         if inexact:
             high_rows = low_rows.copy()
-            for event, spots in inexact.items():
-                for column, value in spots:
+            for event, places in inexact.items():
+                for column, value in places:
                     low_rows[event * width + column] = _double(value, -1)
                     high_rows[event * width + column] = _double(value, 1)
-        for name, (numbered, values) in numeric.items():
-            self._stab(name, numbered, values, inexact, events, found, count == 1)
+        for name, numbers in numeric:
+            # NaN (and None) compare with nothing.
+            numbered = [e for e, number in enumerate(numbers) if number == number is not None]
+            if numbered:
+                self._stab(name, numbered, [numbers[e] for e in numbered], inexact, events,
+                           found, count == 1)
         return self._finish(found, count, width, low_rows, high_rows, inexact, events)
 
     def _stab(self, name: str, numbered: list[int], values: list[float],
               inexact: Mapping[int, object], events: Sequence[Mapping[str, Value]],
               found: Found, single: bool) -> None:
-        """Candidates from the interval segments of attribute ``name`` (``single``: the
-        batch is one event)."""
+        """Candidates from the interval segments of attribute ``name`` for the events
+        ``numbered`` (their values of it: ``values``; ``single``: the batch is one event)."""
         segments = self._segments_of[name]
         if single and not inexact:
             # One event: scalar searches and slices (views, no copy) cost least.
-            value = values[0]
+            value = float(values[0])
             for segment in segments:
                 if len(segment.keys):
                     start, end = segment.window(value)
@@ -361,7 +343,7 @@ class ArrayIndex:
                 if segment.recent_conj:  # unsorted: candidates, to check
                     found.ranged.append(segment.recent_ids())
             return
-        lower = upper = np.array(values)
+        lower = upper = np.array(values, np.float64)
         if inexact and any(e in inexact for e in numbered):
             original = [events[e][name] for e in numbered]
             lower = np.array([_double(v, -1) for v in original])  # type: ignore[arg-type]  # numbers, by the caller
@@ -482,6 +464,39 @@ def _spread(events: list[int], parts: list[np.ndarray]) -> np.ndarray:
     if len(events) == 1:
         return np.full(sum(len(p) for p in parts), events[0], np.int64)
     return np.repeat(np.array(events, np.int64), [len(p) for p in parts])
+
+
+def _column(values: list[Any]) -> tuple[list[Any], list[Any] | None, list[tuple[int, int]]]:
+    """One attribute across a batch (None where an event lacks it): per event its value
+    key (:func:`matching.access.value_key`; None where the value compares with nothing),
+    its number as a double (None or NaN: none; the list None: no event has one), and the
+    events whose integer is no double (event, value): :func:`kind_of`'s rule, with a
+    shortcut for a column of strings or of doubles and integers within 2**53."""
+    kinds = set(map(type, values))
+    kinds.discard(type(None))
+    if kinds <= {str}:
+        return values, None, []
+    if kinds <= {float, int} and all(v == v for v in values) and (  # NaN is not v == v
+            int not in kinds or all(-EXACT_INT <= v <= EXACT_INT for v in values
+                                    if v.__class__ is int)):
+        return values, values, []
+    keys: list[Any] = []
+    numbers: list[Any] = []
+    big: list[tuple[int, int]] = []
+    any_number = False
+    for event, value in enumerate(values):
+        kind = kind_of(value)
+        number = None
+        if kind == "num":
+            any_number = True
+            if isinstance(value, int) and not -EXACT_INT <= value <= EXACT_INT:
+                number = _double(value)
+                big.append((event, value))
+            else:
+                number = float(value)
+        numbers.append(number)
+        keys.append(None if kind is None else value_key(value))
+    return keys, numbers if any_number else None, big
 
 
 def _double(value: int, side: int = 0) -> float:

@@ -9,11 +9,18 @@ in nested dicts (attribute, value, attribute, value: as
 a quarter of a batch's time. Here each (attribute, value) that some pair names has a
 dense *term* code, found with the event's other lookups of that value, and each pair
 of terms one integer (:func:`pair_code`): an event's pairs are one dict lookup each.
+A batch's terms form a matrix (events x attributes): the codes of all its pairs are
+made by numpy at once (:func:`pair_codes`, the same number) and looked up in one
+``map``.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Hashable
+
+import numpy as np
 
 from matching.access import ValueKey
 from matching.postings import Found, Posting
@@ -23,14 +30,22 @@ _TERM_BITS = 31
 
 
 def pair_code(term: int, other: int) -> int:
-    """The number of a pair of terms (either order)."""
+    """The number of a pair of terms (either order): the lower term, then the higher."""
     return term << _TERM_BITS | other if term < other else other << _TERM_BITS | term
+
+
+def pair_codes(terms: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """:func:`pair_code` of each pair of two int64 arrays (of distinct terms)."""
+    codes: np.ndarray = np.minimum(terms, others) << _TERM_BITS | np.maximum(terms, others)
+    return codes
 
 
 class PairTable:
     def __init__(self) -> None:
-        #: attribute -> value key -> [term code, conjunction paths naming it]
-        self.terms: dict[str, dict[ValueKey, list[int]]] = {}
+        #: attribute -> value key -> term code
+        self.terms: dict[str, dict[ValueKey, int]] = {}
+        #: term code -> the conjunction paths naming it
+        self._refs: list[int] = []
         self._free_terms: list[int] = []
         self._next_term = 0
         #: pair code -> the conjunctions filed under both terms
@@ -41,28 +56,29 @@ class PairTable:
 
     def _term(self, attr: str, key: ValueKey) -> int:
         by_value = self.terms.setdefault(attr, {})
-        found = by_value.get(key)
-        if found is None:
+        term = by_value.get(key)
+        if term is None:
             if self._free_terms:
                 term = self._free_terms.pop()
             else:
                 term = self._next_term
                 self._next_term += 1
                 assert term < 2**_TERM_BITS
-            found = by_value[key] = [term, 0]
-        found[1] += 1
-        return found[0]
+                self._refs.append(0)
+            by_value[key] = term
+        self._refs[term] += 1
+        return term
 
     def _release(self, attr: str, key: ValueKey) -> int:
         by_value = self.terms[attr]
-        found = by_value[key]
-        found[1] -= 1
-        if not found[1]:
+        term = by_value[key]
+        self._refs[term] -= 1
+        if not self._refs[term]:
             del by_value[key]
             if not by_value:
                 del self.terms[attr]
-            self._free_terms.append(found[0])
-        return found[0]
+            self._free_terms.append(term)
+        return term
 
     def put(self, path: tuple[Hashable, ...], conj: int, direct: bool) -> None:
         """File ``conj`` under ``path`` (attribute, value key, attribute, value key)."""
@@ -82,11 +98,25 @@ class PairTable:
         if self.postings[code].drop(conj):
             del self.postings[code]
 
-    def collect(self, event: int, terms: list[int], found: Found) -> None:
-        """Gather the postings of every pair of ``terms``, the terms of event ``event``."""
-        postings = self.postings
-        for at, term in enumerate(terms):
-            for other in terms[at + 1:]:
-                posting = postings.get(pair_code(term, other))
-                if posting is not None:
-                    posting.collect(event, found)
+    def collect(self, columns: list[list[int | None]], found: Found) -> None:
+        """Gather the postings of every pair of terms an event has: ``columns`` per
+        attribute, each event's term of its value (None: none)."""
+        terms = np.array(columns, np.float64)  # attributes x events; None -> NaN
+        first, second = _pairs_among(len(columns))
+        left, right = terms[first], terms[second]
+        both = ~(np.isnan(left) | np.isnan(right))
+        events = np.nonzero(both)[1]
+        if not len(events):
+            return
+        codes = pair_codes(left[both].astype(np.int64), right[both].astype(np.int64))
+        hits = list(map(self.postings.get, codes.tolist()))
+        rows = events.tolist()
+        for at in itertools.compress(range(len(hits)), hits):
+            hits[at].collect(rows[at], found)  # type: ignore[union-attr]  # compress keeps the postings found
+
+
+@functools.cache
+def _pairs_among(count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (first, second) indices of every pair among ``count`` attributes."""
+    first, second = np.triu_indices(count, 1)
+    return first, second

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from matching import Index, parse
 from matching.arrays import ArrayIndex
+from matching.pairs import pair_code, pair_codes
 from matching.segments import RECENT_MAX
 from tests.matching.strategies import INDEX_KINDS, check_among, churn_and_compare
 
@@ -82,6 +83,47 @@ def test_skewed_shapes_match_one_by_one_alone_and_in_batches(
         churn_and_compare(index, texts, evs, churn)
         assert [bool(index.match(attrs)) for attrs in evs] == [
             bool(m) for m in index.match_many(evs)]
+
+
+# A batch is matched attribute by attribute (matching.arrays._column): a column of
+# strings, or of doubles and integers within 2**53, takes a shortcut; any other mix
+# (NaN, integers beyond 2**53, booleans, values of several kinds) the general rule.
+COLUMN_KINDS = {
+    "str": st.sampled_from(VALUES),
+    "double": st.one_of(st.sampled_from([0, -0.0, 1, 1.0, 2.5, 5, 2**53 - 1, -(2**53) + 1,
+                                         math.inf, -math.inf, 1e300]),
+                        st.floats(-1, 200, allow_nan=False), st.integers(-5, 200)),
+    "mixed": skewed_value,
+}
+
+
+@st.composite
+def column_batch(draw: st.DrawFn) -> list[dict]:
+    """Events whose values of each attribute are of one column kind (or absent)."""
+    count = draw(st.integers(1, 8))
+    events: list[dict] = [{} for _ in range(count)]
+    for attr in STRINGS + NUMBERS:
+        values = COLUMN_KINDS[draw(st.sampled_from(sorted(COLUMN_KINDS)))]
+        for attrs in events:
+            if draw(st.integers(0, 4)):  # absent one time in five
+                attrs[attr] = draw(values)
+    return events
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(skewed_filter, min_size=1, max_size=20), column_batch(),
+       st.lists(st.integers(0, 19), max_size=8))
+def test_batches_of_uniform_columns_match_one_by_one(
+        texts: list[str], evs: list[dict], churn: list[int]) -> None:
+    for make in INDEX_KINDS:
+        churn_and_compare(make(), texts, evs, churn)
+
+
+@given(st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1))
+def test_pair_codes_of_arrays_are_pair_code(term: int, other: int) -> None:
+    codes = pair_codes(np.array([term, other], np.int64), np.array([other, term], np.int64))
+    assert codes.tolist() == [pair_code(term, other)] * 2
+    assert pair_code(term, other) == pair_code(other, term)
 
 
 @pytest.mark.parametrize("make", INDEX_KINDS)
