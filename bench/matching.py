@@ -37,7 +37,8 @@ event at a time (``Index.match``: a set of keys) and in batches
 event, microseconds per match, one-by-one evaluation on a sample, and add/remove costs
 (add: building the index; an index with ``match_many`` makes its bulk copy at the first
 batch, whose cost per filter is printed beside; re-add and remove come after the
-batches, with that copy kept).
+batches, with that copy kept), then the ratio of those costs to an index of the same
+filters without the copy, in alternated pairs (``bulk/plain``).
 
 Run: .venv/bin/python bench/matching.py [--quick] [--skewed] [--count N] [--batch N]
 (--quick: 1k and 10k subscriptions, fewer events, summaries up to 1,000 filters;
@@ -215,6 +216,10 @@ def measure_skewed(skew: Skew, count: int, events: int, sample: int, rng: random
         assert one_by_one == [set(m) for m in match_many(sample_evs)], "batch disagrees"
     remove_us, readd_us = churn(index, filters)
     assert one_by_one == [index.match(e) for e in sample_evs], "index disagrees after churn"
+    cost_note = ""
+    if match_many is not None:  # the bulk copy's price: against an index that has none
+        cost_note = churn_against_plain(index, filters)
+        assert one_by_one == [index.match(e) for e in sample_evs], "index disagrees"
     batch_note = "" if batch_cpu is None else \
         f" ({1e6 / batch_cpu / max(per_event, 1):.3f} in batches)"
     bulk_note = "" if bulk_us is None else f" (+{bulk_us:4.1f} at the first batch)"
@@ -222,12 +227,38 @@ def measure_skewed(skew: Skew, count: int, events: int, sample: int, rng: random
           f"x{single_cpu / brute_rate:,.0f} | {per_event:,.0f} matches/ev (rate "
           f"{per_event / count:.3%}) | {1e6 / single_cpu / max(per_event, 1):.3f} us/match"
           f"{batch_note} | add {add_us:4.1f} us{bulk_note} | re-add {readd_us:4.1f} us | "
-          f"remove {remove_us:4.1f} us", flush=True)
+          f"remove {remove_us:4.1f} us{cost_note}", flush=True)
 
 
-def churn(index: Index, filters: list[Filter]) -> tuple[float, float]:
-    """Microseconds per ``remove`` and per ``add`` back, for every tenth filter."""
-    removed = range(0, len(filters), 10)
+#: Rounds of :func:`churn_against_plain`: the two indexes take turns (A B A B).
+CHURN_PAIRS = 4
+
+
+def churn_against_plain(index: Index, filters: list[Filter]) -> str:
+    """Remove and re-add costs of ``index`` (its bulk copy kept) against an index of the
+    same filters that never had a batch (no bulk copy: what adding cost before bulk
+    copies), in alternated rounds on disjoint twentieths of the filters; per pair the
+    ratio bulk/plain, printed with the median and range."""
+    plain, _ = build(filters)
+    remove_ratios, readd_ratios = [], []
+    for round_ in range(CHURN_PAIRS):
+        plain_remove, plain_readd = churn(plain, filters, round_, 20)
+        bulk_remove, bulk_readd = churn(index, filters, round_, 20)
+        remove_ratios.append(bulk_remove / plain_remove)
+        readd_ratios.append(bulk_readd / plain_readd)
+
+    def spread(ratios: list[float]) -> str:
+        ratios = sorted(ratios)
+        return f"x{ratios[len(ratios) // 2]:.2f} ({ratios[0]:.2f}-{ratios[-1]:.2f})"
+    return (f" | bulk/plain over {CHURN_PAIRS} pairs: re-add {spread(readd_ratios)}, "
+            f"remove {spread(remove_ratios)}")
+
+
+def churn(index: Index, filters: list[Filter], start: int = 0, step: int = 10
+          ) -> tuple[float, float]:
+    """Microseconds per ``remove`` and per ``add`` back, for every ``step``-th filter
+    from ``start``."""
+    removed = range(start, len(filters), step)
     cpu = time.process_time()
     for key in removed:
         index.remove(key)
