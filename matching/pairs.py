@@ -101,6 +101,17 @@ class PairTable:
     def collect(self, columns: list[list[int | None]], found: Found) -> None:
         """Gather the postings of every pair of terms an event has: ``columns`` per
         attribute, each event's term of its value (None: none)."""
+        if len(columns[0]) == 1:
+            # One event: numpy's per-call costs exceed the few lookups (bench: in one
+            # process, alternated with numpy's way, 0.6% one at a time ran 1.17x).
+            present = [column[0] for column in columns if column[0] is not None]
+            postings = self.postings
+            for at, term in enumerate(present):
+                for other in present[at + 1:]:
+                    posting = postings.get(pair_code(term, other))
+                    if posting is not None:
+                        posting.collect(0, found)
+            return
         terms = np.array(columns, np.float64)  # attributes x events; None -> NaN
         first, second = _pairs_among(len(columns))
         left, right = terms[first], terms[second]
