@@ -54,6 +54,9 @@ class ScribeState:
         #: handover ends the stand-in only (the members may know more than that root).
         self._gathering: dict[str, float] = {}
         self._standing_in: dict[str, float] = {}
+        #: Topics a live root handed over while this node stood in: it never waits for
+        #: their former owner again (it numbers them knowing their log).
+        self._stood_in: set[str] = set()
         #: Catch-up pulls that reached this root while it was recovering, by puller id.
         self.held_pulls: dict[str, dict[int, Pull]] = {}
         self.timers = Timers()
@@ -177,7 +180,8 @@ class ScribeState:
         if topic not in self.seq and topic not in self.recovering and now < until:
             self.recover_until(now, topic, until)
         former = self.former
-        if former.standing_in(now, self.mid(topic)):
+        if topic not in self._standing_in and topic not in self._stood_in \
+                and former.standing_in(now, self.mid(topic)):
             assert former.until is not None  # set by standing_in
             self.trace("standin", topic=topic, until=round(former.until - now, 3))
             self._standing_in[topic] = former.until
@@ -199,6 +203,7 @@ class ScribeState:
         nothing else holds the topic's recovery (the caller ends it now)."""
         if self._standing_in.pop(topic, None) is None:
             return False
+        self._stood_in.add(topic)
         gathering = self._gathering.get(topic)
         if gathering is None:
             return True
