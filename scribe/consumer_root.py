@@ -245,7 +245,8 @@ class ConsumerRoots:
                 hosted.dirty = False
                 # While it gathers, what it resumes from (not the consumer as the log
                 # here shows it so far): its replicas answer with theirs if further.
-                progress = hosted.resume_from or hosted.consumer.progress()
+                progress = hosted.resume_from if hosted.resume_from is not None \
+                    else hosted.consumer.progress()
                 self.durability.write(SaveConsumer(topic, name, progress, hosted.filter_text))
                 wire = tuple(progress.to_wire())
                 for replica in self.replicas_of(topic):
@@ -429,8 +430,7 @@ class ConsumerRoots:
         (``hand_over``), so it gathers first."""
         fresh = Progress(msg.settings, 0, (), (), 0)
         hosted = self._resume(key, fresh, msg.filter)
-        s = self.s
-        if now < s.pred_changed_at + s.config.takeover_window() or key[0] in s.recovering:
+        if now < self.s.takeover_until() or key[0] in self.s.recovering:
             self._gather(now, hosted, fresh)
         return hosted
 

@@ -176,7 +176,7 @@ class ScribeState:
         counter; wait for members' positions and events before numbering. When the key
         was another node's before this node restarted, wait for that node's return
         (scribe.standin)."""
-        until = self.pred_changed_at + self.config.takeover_window()
+        until = self.takeover_until()
         if topic not in self.seq and topic not in self.recovering and now < until:
             self.recover_until(now, topic, until)
         former = self.former
@@ -186,6 +186,11 @@ class ScribeState:
             self.trace("standin", topic=topic, until=round(former.until - now, 3))
             self._standing_in[topic] = former.until
             self._recover(now, topic)
+
+    def takeover_until(self) -> float:
+        """Until when this node's key range counts as changed lately: a root failed, or a
+        former root hands its topics over (``ScribeConfig.takeover_wait``)."""
+        return self.pred_changed_at + self.config.takeover_window()
 
     def recover_until(self, now: float, topic: str, until: float) -> None:
         """Gather ``topic``'s events and positions until ``until`` (or later, if a
