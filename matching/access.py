@@ -10,7 +10,7 @@ TRUE.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from matching.ast import (
@@ -131,6 +131,28 @@ def access_of(pred: Expr) -> tuple[Access, bool] | None:
     return None
 
 
+class Analysis:
+    """:func:`access_of` of each predicate of a filter, worked out once for every step
+    of one ``add`` that asks (the plan, its pair and pending check, the bulk index's
+    atoms): each asks of the same predicates, at about 2 us a time."""
+
+    __slots__ = ("_known",)
+
+    def __init__(self) -> None:
+        #: id(pred) -> (pred, its access): the predicate is kept, so its id stays its own.
+        self._known: dict[int, tuple[Expr, tuple[Access, bool] | None]] = {}
+
+    def __call__(self, pred: Expr) -> tuple[Access, bool] | None:
+        known = self._known.get(id(pred))
+        if known is None:
+            known = self._known[id(pred)] = (pred, access_of(pred))
+        return known[1]
+
+
+#: What tells a predicate's access: :func:`access_of` itself, or an :class:`Analysis`.
+AccessOf = Callable[[Expr], tuple[Access, bool] | None]
+
+
 @dataclass(frozen=True)
 class Plan:
     """How to find a conjunction: ``access`` (None: nothing to look up, check it on
@@ -141,7 +163,7 @@ class Plan:
     never: bool = False
 
 
-def plan(conjunction: Sequence[Expr]) -> Plan:
+def plan(conjunction: Sequence[Expr], access_of: AccessOf = access_of) -> Plan:
     """The most selective access of a conjunction of negation-normal predicates:
     an equality (fewest values), else a numeric interval (bounds on one attribute
     merged), else a string range, else presence."""

@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from matching.access import ValueKey, value_key
+from matching.access import AccessOf, ValueKey, access_of, value_key
 from matching.ast import Value, kind_of
 from matching.atoms import CHECK_SLOTS, EXACT_INT, Atom, Layout, atoms_of, layout_of
 from matching.clusters import drop_from_leaf, leaf
@@ -52,12 +52,14 @@ _R = CHECK_SLOTS
 _NO_IDS = np.empty(0, np.int64)
 
 
+#: A segment's shape (attribute, width class) and whether its entries have more to check.
+_SegmentPlace = tuple[SegmentKey, bool]
 #: (attribute, value key[, attribute, value key]): where a posting sits in nested dicts
 _Path = tuple[Hashable, ...]
 # Where a conjunction is filed, to undo it (the attribute names and value keys its
 # checks coded are kept beside it).
 _Place = (tuple[Literal["eq"], tuple[_Path, ...]] | tuple[Literal["pair"], tuple[_Path, ...]]
-          | tuple[Literal["range"], SegmentKey])
+          | tuple[Literal["range"], _SegmentPlace])
 #: A conjunction's id, place, and the attribute names and value keys its checks coded.
 #: Tuples all the way down, of strings and numbers: the garbage collector stops
 #: tracking them, so that it does not walk the index's hundreds of thousands of them.
@@ -68,7 +70,8 @@ _AttrInfo = tuple[dict[ValueKey, Posting] | None, int | None, bool,
                   dict[ValueKey, int] | None]
 
 
-def array_layouts(conjunctions: Sequence[Conjunction] | None) -> list[Layout] | None:
+def array_layouts(conjunctions: Sequence[Conjunction] | None, access_of: AccessOf = access_of
+                  ) -> list[Layout] | None:
     """How the array index would file each conjunction of a filter (its
     :func:`~matching.normal.conjunctions_of`); None when it is not array-shaped, or
     when it is never TRUE (the general index keeps those)."""
@@ -76,7 +79,7 @@ def array_layouts(conjunctions: Sequence[Conjunction] | None) -> list[Layout] | 
         return None
     layouts: list[Layout] = []
     for conjunction in conjunctions:
-        atoms = atoms_of(conjunction)
+        atoms = atoms_of(conjunction, access_of)
         if atoms is None:
             return None
         if atoms:  # () is never TRUE: nothing to file
@@ -112,7 +115,7 @@ class ArrayIndex:
         self._tombstones = 0
         self._equal: dict[str, dict[ValueKey, Posting]] = {}
         self._pairs = PairTable()
-        self._segments: dict[SegmentKey, Segment] = {}
+        self._segments: dict[_SegmentPlace, Segment] = {}
         self._segments_of: dict[str, list[Segment]] = {}
         self._table: dict[str, _AttrInfo] | None = None
 
@@ -199,14 +202,15 @@ class ArrayIndex:
             place = ("range", self._file_range(conj, layout.ranged, len(layout.checks) > 1))
         return conj, place, tuple(coded_attrs), tuple(coded_values)
 
-    def _file_range(self, conj: int, atom: Atom, checked: bool) -> SegmentKey:
+    def _file_range(self, conj: int, atom: Atom, checked: bool) -> _SegmentPlace:
         """File under an interval; ``checked`` when the conjunction says more."""
-        where, key, reach = segment_key(atom.attr, atom.low, atom.high)
+        shape, key, reach = segment_key(atom.attr, atom.low, atom.high)
+        where = (shape, checked)
         segment = self._segments.get(where)
         if segment is None:
-            segment = self._segments[where] = Segment(where[1] == BELOW)
+            segment = self._segments[where] = Segment(shape[1] == BELOW, checked)
             self._segments_of.setdefault(atom.attr, []).append(segment)
-        self._release(segment.add(key, atom.high, conj, reach, checked, self._alive))
+        self._release(segment.add(key, atom.high, conj, reach, self._alive))
         return where
 
     def _release(self, freed: list[int]) -> None:
@@ -236,15 +240,15 @@ class ArrayIndex:
                 case ("range", at):
                     self._tombstones += 1  # until its segment lets it go
                     segment = self._segments[at]
-                    checked = len(coded_attrs) > 1  # a check besides the interval
-                    self._release(segment.remove(conj, checked, self._alive))
+                    self._release(segment.remove(conj, self._alive))
                     if not len(segment):
                         self._release(segment.dead_ids)
                         del self._segments[at]
-                        attr_segments = self._segments_of[at[0]]
+                        attr = at[0][0]
+                        attr_segments = self._segments_of[attr]
                         attr_segments.remove(segment)
                         if not attr_segments:
-                            del self._segments_of[at[0]]
+                            del self._segments_of[attr]
                 case ("pair", paths):
                     for path in paths:
                         self._pairs.drop(path, conj)
@@ -291,8 +295,8 @@ class ArrayIndex:
                 terms.append(list(map(paired.get, keys)))
             if by_value is not None:
                 postings = list(map(by_value.get, keys))
-                for event in itertools.compress(range(count), postings):
-                    postings[event].collect(event, found)  # type: ignore[union-attr]  # compress keeps the postings found
+                found.gather(list(itertools.compress(postings, postings)),  # type: ignore[arg-type]  # compress keeps the postings found
+                             list(itertools.compress(range(count), postings)))
             if code is not None:
                 if numbers is not None:
                     spots.extend(range(1 + 2 * code, end, width))
@@ -345,11 +349,18 @@ class ArrayIndex:
             return
         lower = upper = np.array(values, np.float64)
         if inexact and any(e in inexact for e in numbered):
-            original = [events[e][name] for e in numbered]
-            lower = np.array([_double(v, -1) for v in original])  # type: ignore[arg-type]  # numbers, by the caller
-            upper = np.array([_double(v, 1) for v in original])  # type: ignore[arg-type]  # as above
+            # Bracketed for the events whose answers are confirmed one by one (those
+            # with a value that is no double), exact for the others: a direct segment's
+            # window is their answer.
+            original = [events[e][name] if e in inexact else None for e in numbered]
+            lower = np.array([values[i] if v is None else _double(v, -1)  # type: ignore[arg-type]  # numbers, by the caller
+                              for i, v in enumerate(original)])
+            upper = np.array([values[i] if v is None else _double(v, 1)  # type: ignore[arg-type]  # as above
+                              for i, v in enumerate(original)])
         owners = np.array(numbered, np.int64)
         for segment in segments:
+            if segment.recent_conj:  # each would be a candidate for every event
+                self._release(segment.merge(self._alive))
             if len(segment.keys):
                 starts, ends = segment.windows(lower, upper)
                 lengths = ends - starts
@@ -368,10 +379,6 @@ class ArrayIndex:
                     else:
                         found.ranged_direct.append(ids)
                         found.ranged_direct_events.append(ids_events)
-            if segment.recent_conj:  # unsorted: candidates for every event, to check
-                recent = segment.recent_ids()
-                found.ranged.append(np.tile(recent, len(owners)))
-                found.ranged_events.append(np.repeat(owners, len(recent)))
 
     def _finish(self, found: Found, count: int, width: int, low_rows: np.ndarray,
                 high_rows: np.ndarray, inexact: Mapping[int, object],

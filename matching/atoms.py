@@ -25,7 +25,7 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from matching.access import Equals, Range, ValueKey, access_of
+from matching.access import AccessOf, Equals, Range, ValueKey, access_of
 from matching.ast import Expr
 
 #: Atoms checked per candidate conjunction (the range access included): the array
@@ -82,7 +82,8 @@ def _closed(rng: Range) -> tuple[float, float] | None:
     return low, high
 
 
-def atoms_of(conjunction: Sequence[Expr]) -> tuple[Atom, ...] | None:
+def atoms_of(conjunction: Sequence[Expr], access_of: AccessOf = access_of
+             ) -> tuple[Atom, ...] | None:
     """The atoms of an array-shaped conjunction (``()``: it is never TRUE); None when the
     conjunction is not array-shaped or has no predicate."""
     if not conjunction:

@@ -36,7 +36,18 @@ import math
 from collections.abc import Hashable, ItemsView, Iterator, Mapping, Sequence
 from typing import Any, Generic, Literal, TypeVar
 
-from matching.access import BOOL_TAG, Access, Equals, Present, Range, necessary_accesses, plan
+from matching.access import (
+    BOOL_TAG,
+    Access,
+    AccessOf,
+    Analysis,
+    Equals,
+    Present,
+    Range,
+    access_of,
+    necessary_accesses,
+    plan,
+)
 from matching.ast import Value, kind_of
 from matching.clusters import (
     Bucket,
@@ -121,10 +132,12 @@ class ClusterIndex(Generic[Key]):
         return not self._not_everywhere
 
     def add(self, key: Key, filter: Filter,
-            conjunctions: Sequence[Conjunction] | Literal[False] | None = False) -> None:
+            conjunctions: Sequence[Conjunction] | Literal[False] | None = False,
+            access: AccessOf = access_of) -> None:
         """File ``filter`` under ``key`` (any hashable), replacing what ``key`` had;
         ``conjunctions`` are its :func:`~matching.normal.conjunctions_of`, when the caller
-        has them (False: worked out here)."""
+        has them (False: worked out here); ``access`` tells its predicates' accesses
+        (an :class:`~matching.access.Analysis` the caller shares)."""
         if key in self._filters:
             self.remove(key)
         self._filters[key] = filter
@@ -132,12 +145,13 @@ class ClusterIndex(Generic[Key]):
         self._places[key] = places
         if conjunctions is False:
             conjunctions = conjunctions_of(filter.expr)
-        self._file_all(key, filter, conjunctions, places)
+        self._file_all(key, filter, conjunctions, places,
+                       Analysis() if access is access_of else access)
         if not _everywhere(places):
             self._not_everywhere += 1
 
     def _file_all(self, key: Key, filter: Filter, conjunctions: Sequence[Conjunction] | None,
-                  places: list[tuple[int, _Place]]) -> None:
+                  places: list[tuple[int, _Place]], access: AccessOf) -> None:
         """File each conjunction of ``filter`` (none when it is never TRUE) at ``places``."""
         if filter.expr is None:
             places.append(self._file(key, None, key))
@@ -150,14 +164,15 @@ class ClusterIndex(Generic[Key]):
                 places.append(self._file(key, necessary, whole))
             return
         for conjunction in conjunctions:
-            how = plan(conjunction)
+            how = plan(conjunction, access)
             if how.never:
                 continue
-            access: Access | Pair | None = how.access
+            found: Access | Pair | None = how.access
             rest = how.rest
-            if isinstance(access, Equals) and (paired := pair_plan(access, rest)):
-                access, rest = paired
-            places.append(self._file(key, access, pending_item(rest, key) if rest else key))
+            if isinstance(found, Equals) and (paired := pair_plan(found, rest, access)):
+                found, rest = paired
+            places.append(self._file(key, found, pending_item(rest, key, access) if rest
+                                     else key))
 
     def _file(self, key: Key, access: Access | Pair | None, item: Hashable | Pending
               ) -> tuple[int, _Place]:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from matching.access import Equals, Range, access_of
+from matching.access import AccessOf, Equals, Range, access_of
 from matching.ast import Expr
 from matching.evaluate import Test, compile_conjunction
 
@@ -48,7 +48,8 @@ class Pair:
     second: Equals
 
 
-def pair_plan(access: Equals, rest: Sequence[Expr]) -> tuple[Pair, tuple[Expr, ...]] | None:
+def pair_plan(access: Equals, rest: Sequence[Expr], access_of: AccessOf = access_of
+              ) -> tuple[Pair, tuple[Expr, ...]] | None:
     """A second exact equality among ``rest``, on another attribute, to cluster on
     together with ``access`` (the one with fewest values); None when there is none."""
     best: tuple[Expr, Equals] | None = None
@@ -66,7 +67,8 @@ def pair_plan(access: Equals, rest: Sequence[Expr]) -> tuple[Pair, tuple[Expr, .
     return pair, tuple(p for p in rest if p is not pred)
 
 
-def pending_item(rest: Sequence[Expr], key: Hashable) -> Pending:
+def pending_item(rest: Sequence[Expr], key: Hashable, access_of: AccessOf = access_of
+                 ) -> Pending:
     """What the index checks for a conjunction of which ``rest`` remains once its access
     holds: the numeric interval of the first attribute ``rest`` bounds (all its bounds
     merged), inline, then a compiled check of what else remains (None: nothing)."""

@@ -33,6 +33,7 @@ from typing import Generic
 import numpy as np
 import numpy.typing as npt
 
+from matching.access import Analysis
 from matching.arrays import ArrayIndex, array_layouts
 from matching.ast import Value
 from matching.clustered import ClusterIndex, Key
@@ -104,11 +105,11 @@ class _Bulk(Generic[Key]):
         self.table: npt.NDArray[np.object_] = np.empty(1024, object)
         self.free: list[int] = []
 
-    def add(self, key: Key, filter: Filter, conjunctions: Sequence[Conjunction] | None
-            ) -> None:
-        layouts = array_layouts(conjunctions)
+    def add(self, key: Key, filter: Filter, conjunctions: Sequence[Conjunction] | None,
+            analysis: Analysis) -> None:
+        layouts = array_layouts(conjunctions, analysis)
         if layouts is None:
-            self.rest.add(key, filter, conjunctions)
+            self.rest.add(key, filter, conjunctions, analysis)
             return
         if self.free:
             slot = self.free.pop()
@@ -171,15 +172,16 @@ class Index(Generic[Key]):
             self._clusters.add(key, filter)
             return
         conjunctions = conjunctions_of(filter.expr)
-        self._clusters.add(key, filter, conjunctions)
-        self._bulk.add(key, filter, conjunctions)
+        analysis = Analysis()  # both ask the same of each predicate
+        self._clusters.add(key, filter, conjunctions, analysis)
+        self._bulk.add(key, filter, conjunctions, analysis)
 
     def _bulk_index(self) -> _Bulk[Key] | None:
         """The bulk index, made now if there are enough filters for one."""
         if self._bulk is None and len(self._clusters) >= self._arrays_from:
             bulk = self._bulk = _Bulk()
             for key, filter in self._clusters.items():
-                bulk.add(key, filter, conjunctions_of(filter.expr))
+                bulk.add(key, filter, conjunctions_of(filter.expr), Analysis())
         return self._bulk
 
     def remove(self, key: Key) -> None:

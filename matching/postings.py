@@ -12,47 +12,36 @@ import numpy as np
 
 class Posting:
     """The conjunctions filed under one access, split into those it decides alone and
-    those to check; each set as a dict (O(1) add and remove) and an array built on
-    first use after a change."""
+    those to check; each set as a dict (O(1) add and remove) and an array, made again
+    on first use after a change (:meth:`Found.gather`)."""
 
     __slots__ = ("checked", "checked_ids", "direct", "direct_ids")
 
     def __init__(self) -> None:
         self.direct: dict[int, None] = {}
         self.checked: dict[int, None] = {}
+        #: The arrays of ``direct`` and ``checked`` (empty when they are), or None
+        #: after a change.
         self.direct_ids: np.ndarray | None = None
         self.checked_ids: np.ndarray | None = None
 
     def put(self, conj: int, direct: bool) -> None:
         if direct:
             self.direct[conj] = None
-            self.direct_ids = None
         else:
             self.checked[conj] = None
-            self.checked_ids = None
+        self.direct_ids = self.checked_ids = None
 
     def drop(self, conj: int) -> bool:
         """Forget ``conj``; whether the posting is now empty."""
-        if self.direct.pop(conj, 0) is None:
-            self.direct_ids = None
-        elif self.checked.pop(conj, 0) is None:
-            self.checked_ids = None
+        if self.direct.pop(conj, 0) is None or self.checked.pop(conj, 0) is None:
+            self.direct_ids = self.checked_ids = None
         return not self.direct and not self.checked
 
-    def collect(self, event: int, found: Found) -> None:
-        if self.direct:
-            ids = self.direct_ids
-            if ids is None:
-                ids = self.direct_ids = np.fromiter(self.direct, np.int64, len(self.direct))
-            found.direct.append(ids)
-            found.direct_events.append(event)
-        if self.checked:
-            ids = self.checked_ids
-            if ids is None:
-                ids = self.checked_ids = np.fromiter(self.checked, np.int64,
-                                                     len(self.checked))
-            found.checked.append(ids)
-            found.checked_events.append(event)
+    def refresh(self) -> None:
+        """Make the arrays of the sets again."""
+        self.direct_ids = np.fromiter(self.direct, np.int64, len(self.direct))
+        self.checked_ids = np.fromiter(self.checked, np.int64, len(self.checked))
 
 
 class Found:
@@ -72,6 +61,20 @@ class Found:
         self.ranged_events: list[np.ndarray] = []
         self.ranged_direct: list[np.ndarray] = []
         self.ranged_direct_events: list[np.ndarray] = []
+
+    def gather(self, hits: list[Posting], events: list[int]) -> None:
+        """Take the postings ``hits``, found for ``events`` (one each), as candidates."""
+        direct, direct_events = self.direct, self.direct_events
+        checked, checked_events = self.checked, self.checked_events
+        for posting, event in zip(hits, events, strict=True):
+            if posting.direct_ids is None:
+                posting.refresh()
+            if posting.direct:
+                direct.append(posting.direct_ids)  # type: ignore[arg-type]  # refreshed above
+                direct_events.append(event)
+            if posting.checked:
+                checked.append(posting.checked_ids)  # type: ignore[arg-type]  # as above
+                checked_events.append(event)
 
 
 #: What :class:`Codes` code: attribute names, value keys.

@@ -14,7 +14,8 @@ interval anyway (:mod:`matching.arrays`), so a window need only never miss one.
 
 Keys and conjunction ids live in numpy arrays, searched with ``searchsorted``. New
 entries wait in a short unsorted list (every one a candidate) and are merged in by
-batches; removed ones stay as tombstones (the index masks dead conjunctions) until a
+batches (and before a batch of events: there every one would be a candidate for
+each event); removed ones stay as tombstones (the index masks dead conjunctions) until a
 quarter of the segment is dead, so adding and removing cost O(1) amortized, not a copy
 of the arrays each.
 """
@@ -58,12 +59,13 @@ class Segment:
     __slots__ = ("below", "check_highs", "checked", "conj", "dead", "dead_ids", "highs", "key_view",
                  "keys", "reach", "recent_array", "recent_conj", "recent_highs", "recent_keys")
 
-    def __init__(self, below: bool) -> None:
+    def __init__(self, below: bool, checked: bool) -> None:
         #: Keys are ``-high`` (intervals bounded above only).
         self.below = below
-        #: Entries with more to check than their interval: while there are none, what a
-        #: window holds (high ends filtered) is matched, with no check.
-        self.checked = 0
+        #: The entries have more to check than their interval; if not, what a window
+        #: holds (high ends filtered) is matched, with no check. A segment holds one
+        #: kind only: one checked entry among many would have them all checked.
+        self.checked = checked
         #: Some high end is finite (and not the key): a window is filtered by them.
         self.check_highs = False
         self.keys = np.empty(0, np.float64)
@@ -84,11 +86,10 @@ class Segment:
     def __len__(self) -> int:
         return len(self.keys) - self.dead + len(self.recent_conj)
 
-    def add(self, key: float, high: float, conj: int, reach: float, checked: bool,
-            alive: np.ndarray) -> list[int]:
+    def add(self, key: float, high: float, conj: int, reach: float, alive: np.ndarray
+            ) -> list[int]:
         """File ``conj`` under ``key``; returns the ids that became free (a merge may
         compact tombstones away)."""
-        self.checked += checked
         self.reach = max(self.reach, reach)
         self.check_highs = self.check_highs or (not self.below and high != math.inf)
         self.recent_keys.append(key)
@@ -96,27 +97,27 @@ class Segment:
         self.recent_conj.append(conj)
         self.recent_array = None
         if len(self.recent_conj) > RECENT_MAX:
-            return self._merge(alive)
+            return self.merge(alive)
         return []
 
-    def remove(self, conj: int, checked: bool, alive: np.ndarray) -> list[int]:
+    def remove(self, conj: int, alive: np.ndarray) -> list[int]:
         """Forget ``conj`` (the caller marks it dead in ``alive`` first); returns the ids
         that became free."""
-        self.checked -= checked
         try:
             i = self.recent_conj.index(conj)
         except ValueError:
             self.dead += 1
             self.dead_ids.append(conj)
             if self.dead * 4 > len(self.keys):
-                return self._merge(alive)
+                return self.merge(alive)
             return []
         del self.recent_conj[i], self.recent_keys[i], self.recent_highs[i]
         self.recent_array = None
         return [conj]
 
-    def _merge(self, alive: np.ndarray) -> list[int]:
-        """Sort the recent entries in and drop tombstones."""
+    def merge(self, alive: np.ndarray) -> list[int]:
+        """Sort the recent entries in and drop tombstones; returns the ids that became
+        free."""
         keys, highs, conj = self.keys, self.highs, self.conj
         freed = self.dead_ids
         if self.dead:

@@ -129,19 +129,23 @@ def test_pair_codes_of_arrays_are_pair_code(term: int, other: int) -> None:
 @pytest.mark.parametrize("make", INDEX_KINDS)
 def test_many_intervals_through_merges_and_tombstones(make: Callable[[], Index]) -> None:
     """Hundreds of intervals per attribute: recent entries are merged into the sorted
-    arrays, removals leave tombstones that compaction drops and ids that are reused."""
+    arrays (a batch merges them first), removals leave tombstones that compaction drops
+    and ids that are reused; intervals decided alone and intervals with more to check
+    (another attribute's interval) of the same shapes, side by side."""
     rng = random.Random(5)
     texts = []
     for _ in range(600):
         low = rng.uniform(0, 100)
         width = rng.choice([0.5, 3, 40, 1e6])
-        shape = rng.randrange(4)
+        shape = rng.randrange(5)
         texts.append(
             f"n0 BETWEEN {low} AND {low + width}" if shape == 0 else
             f"n0 > {low}" if shape == 1 else
             f"n0 <= {low}" if shape == 2 else
-            f"n0 >= {low} AND n0 < {low + width} AND s0 = 'v{rng.randrange(3)}'")
-    evs = [{"n0": rng.uniform(-5, 110), "s0": f"v{rng.randrange(3)}"} for _ in range(40)]
+            f"n0 >= {low} AND n0 < {low + width} AND s0 = 'v{rng.randrange(3)}'" if shape == 3
+            else f"n0 BETWEEN {low} AND {low + width} AND n1 < {rng.uniform(0, 100)}")
+    evs = [{"n0": rng.uniform(-5, 110), "s0": f"v{rng.randrange(3)}", "n1": rng.uniform(0, 100)}
+           for _ in range(40)]
     evs += [{"n0": 50}, {"n0": math.inf}, {"n0": -math.inf}, {"s0": "v1"}, {}]
     index, live = make(), {}
     for round_ in range(4):
@@ -306,3 +310,23 @@ def test_batches_go_the_bulk_way_once_events_match_many_filters(calls) -> None:
         found += [set(m) for m in index.match_many(many)]
     assert found == [_expected(live, many[0])] * 64 and found[0] == set(range(8))
     assert [len(events) for events, in bulk_batches] == [4] * 8  # the clusters first
+
+
+def test_one_add_works_out_each_predicates_access_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The general index's plan, its pair and pending check, and the bulk index's atoms
+    all ask what each predicate implies: one ``add`` works it out once per predicate."""
+    import matching.access
+
+    asked: list[object] = []
+    real = matching.access.access_of
+
+    def counting(pred):  # type: ignore[no-untyped-def]
+        asked.append(pred)
+        return real(pred)
+
+    monkeypatch.setattr(matching.access, "access_of", counting)
+    index: Index = Index(arrays_from=0)
+    index.match_many([{}])  # the bulk copy exists from here on
+    index.add("k", parse("s0 = 'a' AND s1 = 'b' AND n0 BETWEEN 1 AND 2 AND n1 > 3"))
+    assert len(asked) == 4 and len({id(p) for p in asked}) == 4
+    assert index.match({"s0": "a", "s1": "b", "n0": 1.5, "n1": 4}) == {"k"}
