@@ -80,6 +80,10 @@ def plan_merge(mine: Retained, counter: int, theirs: tuple[EventBody, ...],
     fill = tuple(b for b in new if (b.seq or 0) < fork and (b.seq or 0) not in held)
     moving = sorted([b for b in new if (b.seq or 0) >= fork] + list(ours),
                     key=lambda b: (b.ts, b.msg_id))
+    if not moving:
+        # Every event of the clash is held already, under its one number (an earlier
+        # part of the handover moved this root's): nothing moves, holes are filled.
+        return MergePlan(fill, None, (), (), max(counter, their_counter))
     return MergePlan(fill, fork, ours, tuple(moving), max(counter, their_counter))
 
 

@@ -93,6 +93,15 @@ def test_a_later_part_of_the_handover_moves_only_what_the_first_did_not() -> Non
     assert [b.seq for b in older.renumbered()] == [9, 10]
 
 
+def test_a_clash_of_events_both_held_already_moves_nothing() -> None:
+    # b1 came first at 2 on the other side; this root holds it at 3, after its own a2,
+    # and an earlier part of the handover moved what it had from 2 on (moved_below=2).
+    mine = log_of(ev("aa", 1, 1.0), ev("a2", 2, 2.0), ev("b1", 3, 2.5))
+    plan = plan_merge(mine, 3, (ev("b1", 2, 2.5),), 2, moved_below=2)
+    assert plan.fork is None and plan.moving == () and plan.ours == () and plan.fill == ()
+    assert plan.base == 3
+
+
 def test_history_this_root_trimmed_is_not_taken_for_a_fork() -> None:
     mine = log_of(ev("d1", 5, 2.0), complete_from=5)
     plan = plan_merge(mine, 5, (ev("0d", 3, 0.5), ev("d1", 5, 2.0)), 5)
