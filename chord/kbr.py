@@ -18,6 +18,9 @@ Routing contract:
   once with ``hops == 0``.
 - A next hop that turns out unreachable is removed from the host's tables and the
   message is routed around it; the application does not see that.
+- A route that asks for an acknowledgement (``ack``) and gets none within
+  ``route_timeout`` comes back through ``app.on_route_failed(now, key, msg)``: lost
+  on the way (or its ack was), or nobody took it; the application may route it again.
 - Messages an application sends with ``send_direct`` arrive at the other side's
   application through ``on_direct``; failures come back through ``on_unreachable``.
 """
@@ -66,8 +69,9 @@ class KbrHost(Protocol):
     #: The seeded random source this node was given (applications share it).
     rng: random.Random
 
-    def route(self, now: float, key: int, msg: Message) -> None:
-        """Send ``msg`` toward the node responsible for ``key`` (see module docs)."""
+    def route(self, now: float, key: int, msg: Message, *, ack: bool | None = None) -> None:
+        """Send ``msg`` toward the node responsible for ``key`` (see module docs);
+        ``ack``: ask for an acknowledgement (None: as the host is configured)."""
         ...
 
     def send_direct(self, dest: str, msg: Message) -> None:
@@ -121,6 +125,10 @@ class KbrApplication(Protocol):
 
     def on_unreachable(self, now: float, dest: str, msg: Message) -> None:
         """A ``send_direct`` to ``dest`` failed."""
+        ...
+
+    def on_route_failed(self, now: float, key: int, msg: Message) -> None:
+        """A ``route`` of ``msg`` that asked for an ack got none in ``route_timeout``."""
         ...
 
     def update(self, now: float, node: NodeRef, joined: bool) -> None:

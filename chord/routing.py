@@ -8,9 +8,11 @@ the envelope on another way; the application does not see the detour.
 
 When the route asks for it, the owner acknowledges to the origin (:class:`RouteAck`);
 the origin then writes a ``lookup`` trace record, or a failed one when no ack comes in
-``route_timeout``. A hop whose application ends the route (``forward`` returns None: a
-Scribe forwarder adopting a JOIN) acknowledges in the owner's place, with the hops so
-far: the route ended where its application wanted, and no ack would read as a failure.
+``route_timeout`` and gives the message back to its application
+(``on_route_failed``), which may route it again. A hop whose application ends the
+route (``forward`` returns None: a Scribe forwarder adopting a JOIN) acknowledges in
+the owner's place, with the hops so far: the route ended where its application wanted,
+and no ack would read as a failure.
 Routes without an ack cost no extra message and leave no record.
 """
 
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
 class PendingRoute:
     key: int
     started: float
+    #: What was routed: given back to the application if no ack comes.
+    msg: Message
 
 
 class Router:
@@ -58,7 +62,7 @@ class Router:
         rid = 0
         if ack:
             rid = node.calls.new_rid()
-            self.pending[rid] = PendingRoute(key, now)
+            self.pending[rid] = PendingRoute(key, now, msg)
             node.timers.set(("route", rid), now + node.config.route_timeout)
         self._send_on(now, Route(key, node.local, rid, 1, False, ack, msg))
 
@@ -129,6 +133,8 @@ class Router:
         if pending is not None:
             self.node.trace_lookup(pending.key, 0, False,
                                    (now - pending.started) * 1000.0, "route")
+            if self.node.app is not None:
+                self.node.app.on_route_failed(now, pending.key, pending.msg)
 
     def cancel_all(self) -> None:
         """The node stopped: acks still awaited will not be traced."""

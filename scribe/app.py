@@ -385,6 +385,13 @@ class ScribeApp:
             # (A member's node gone: its lease runs out. A replica gone: the ring's.)
             self.repair.on_unreachable(now, dest, msg)
 
+    def on_route_failed(self, now: float, key: int, msg: Message) -> None:
+        if isinstance(msg, RootHandover):
+            # A root's log and counter must reach the key's owner: lost, the events
+            # it acknowledged (a stale root's, in a ring still settling) would never
+            # reach the tree, and the owner could number others under their seqs.
+            self.state.host.route(now, key, msg, ack=True)
+
     def update(self, now: float, node: NodeRef, joined: bool) -> None:
         s = self.state
         pred = s.host.predecessor()

@@ -169,9 +169,11 @@ class Membership:
         runs = [run[::-1] for run in message_runs(bodies[::-1], s.config.sizes)]
         seq = s.seq.get(topic, 0)
         for part, run in enumerate(runs):
+            # Acknowledged, and routed again until it is (ScribeApp.on_route_failed).
             s.host.route(now, s.mid(topic),
                          RootHandover(topic, seq, s.me, digest if part == 0 else None,
-                                      version if part == 0 else 0, tuple(run), live))
+                                      version if part == 0 else 0, tuple(run), live),
+                         ack=True)
 
     def on_handover(self, now: float, msg: RootHandover) -> None:
         s = self.s

@@ -96,6 +96,9 @@ class RecordingApp:
     def on_unreachable(self, now: float, dest: str, msg: Message) -> None:
         self.calls.append(("unreachable", dest, msg))
 
+    def on_route_failed(self, now: float, key: int, msg: Message) -> None:
+        self.calls.append(("route_failed", key, msg))
+
     def update(self, now: float, node: NodeRef, joined: bool) -> None:
         self.calls.append(("update", node.id, joined))
 

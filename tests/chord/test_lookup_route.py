@@ -149,6 +149,21 @@ def test_an_unacknowledged_route_is_traced_as_failed() -> None:
     assert record["ok"] is False and record["kind"] == "route" and record["ms"] == 5000.0
 
 
+def test_an_unacknowledged_route_goes_back_to_the_app_once_and_an_acknowledged_one_not() -> None:
+    app = RecordingApp()
+    a = in_ring(A, pred=E, successors=[B], route_timeout=5.0, app=app)
+    a.route(1.0, D.id, Payload("lost"))
+    a.route(1.0, D.id, Payload("got there"))
+    (_, first), (_, second) = sends(a.drain_effects())
+    a.on_message(1.5, D.addr, RouteAck(second.rid, D, 2))
+    a.on_timer(5.9)
+    assert app.of("route_failed") == []  # not yet
+    a.on_timer(6.0)
+    assert app.of("route_failed") == [("route_failed", D.id, Payload("lost"))]
+    a.on_timer(20.0)
+    assert len(app.of("route_failed")) == 1
+
+
 def test_a_route_to_an_unreachable_hop_goes_another_way_unseen_by_the_app() -> None:
     app = RecordingApp()
     c = in_ring(C, pred=B, successors=[D, E], app=app)

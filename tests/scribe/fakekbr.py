@@ -45,7 +45,7 @@ class RecordingHost:
     #: Storage operations the app persisted (a durable config), in order.
     persisted: list[StorageOp] = field(default_factory=list)
 
-    def route(self, now: float, key: int, msg: Message) -> None:
+    def route(self, now: float, key: int, msg: Message, *, ack: bool | None = None) -> None:
         if self.is_responsible(key):
             self.app.deliver(now, key, msg, 0)
         else:
@@ -166,7 +166,7 @@ class OracleHost(CoreBase):
 
     # -- KbrHost ---------------------------------------------------------------------------
 
-    def route(self, now: float, key: int, msg: Message) -> None:
+    def route(self, now: float, key: int, msg: Message, *, ack: bool | None = None) -> None:
         if self.is_responsible(key):
             self.app.deliver(now, key, msg, 0)
         else:

@@ -144,6 +144,29 @@ def test_a_root_that_lost_the_key_hands_counter_and_subtree_to_the_new_owner() -
     assert host.traces[-1] == ("tree", {"topic": TOPIC, "parent": "0096", "role": "member"})
 
 
+def test_a_handover_that_got_no_ack_is_routed_again_and_a_second_copy_changes_nothing() -> None:
+    """Lost, a stale root's handover would take the events it acknowledged with it (a
+    ring settling after many crashes: two roots for a while, `overlay sim --crash 0.3
+    --loss 0.05 --seed 3` lost one that way)."""
+    app, host = make(200, root=True, config=CONFIG)
+    app.subscribe(0.0, TOPIC, "", 1)
+    app.publish(0.5, TOPIC, {}, msg_id="aa")
+    host.clear()
+    host.responsible_for.clear()
+    app.update(1.0, NodeRef(150, "n150"), True)
+    [(_, handover)] = host.routed
+    app.on_route_failed(11.0, MID, handover)
+    assert host.routed == [(MID, handover), (MID, handover)]
+    app.on_route_failed(12.0, MID, Join(TOPIC, ref(200), None, 0))  # others: not again
+    assert len(host.routed) == 2
+    new, new_host = make(150, root=True, config=CONFIG)
+    new.deliver(11.1, MID, handover, 2)
+    new.publish(11.2, TOPIC, {}, msg_id="bb")
+    new.deliver(11.3, MID, handover, 2)  # the first one's ack was lost
+    assert new.publishing.retention.numbered(TOPIC, "aa") == 1
+    assert new.publishing.retention.numbered(TOPIC, "bb") == 2
+
+
 def test_a_forwarder_that_became_responsible_takes_the_root_role() -> None:
     app, host = make(150, config=CONFIG)
     app.forward(0.0, MID, join(101), ref(200))
