@@ -2,8 +2,9 @@
 
 Application calls (from the daemon's API layer or a simulation scenario) and the KBR
 up-calls come in; effects leave through the host: ``send_direct``/``route`` to peers,
-``deliver_local`` (a ``Deliver`` effect with a :class:`DeliveredEvent`) to local
-subscriptions, ``notice`` (``Notice`` effects) and ``trace`` records of TRACES.md.
+``deliver_local`` (a :class:`DeliveredEvent` each, joined per subscription in a step's
+``Deliver`` effect) to local subscriptions, ``notice`` (``Notice`` effects) and
+``trace`` records of TRACES.md.
 
 Notices: ``published`` (``topic``, ``msg_id``, ``seq``) when the topic's root has
 numbered (and its replicas hold) a reliable event this node published (an unreliable
@@ -59,6 +60,7 @@ from scribe.messages import (
     Disown,
     Event,
     EventBody,
+    Events,
     Fill,
     Heartbeat,
     HeartbeatAck,
@@ -129,6 +131,7 @@ class ScribeApp:
         m, d, r = self.membership, self.dissemination, self.repair
         self._direct: dict[type[Message], Callable[[float, Any], None]] = {
             Event: d.on_event,
+            Events: d.on_events,
             AnycastBack: d.on_anycast_back,
             JoinAck: m.on_join_ack,
             DigestUpdate: m.on_digest,

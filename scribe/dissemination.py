@@ -10,22 +10,24 @@ neither delivered nor forwarded again, and a group handed back finds its search 
 Plain copies pass through :mod:`scribe.ordering` first, which hands them over in seq
 order once nothing before them is missing. Where it (or retention) is about to hand over
 several events of a topic in a row, :meth:`Dissemination.matching_ahead` matches them
-against the local subscriptions in one call first.
+against the local subscriptions in one call first, and the plain copies it sends down
+each edge meanwhile leave as runs (``scribe.events``, :mod:`scribe.edge_runs`).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from collections.abc import Sequence as Seq
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from chord.kbr import NodeRef
 from overlay.core.pubsub import DeliveredEvent
 from scribe.anycast import GroupSearch, Steering
-from scribe.messages import AnycastBack, Event, EventBody, Leave, group_runs
+from scribe.edge_runs import EdgeRuns
+from scribe.messages import AnycastBack, Event, EventBody, Events, Leave, group_runs
 from scribe.state import ScribeState
 from scribe.subscriptions import Subscription, TopicSubscriptions
 from scribe.tree import TopicTree
@@ -102,6 +104,22 @@ class Dissemination:
         self.sequence = sequence
         self.memory = EventMemory(state.config.event_memory, state.config.event_memory_events)
         self.steering = Steering()
+        #: While a run is handled: the copies it sends down each edge, sent at its end.
+        self.runs: EdgeRuns | None = None
+
+    @contextmanager
+    def edge_runs(self) -> Iterator[None]:
+        """A context whose plain copies down each edge leave as runs at its end
+        (:class:`~scribe.edge_runs.EdgeRuns`); nested in another, that one's."""
+        if self.runs is not None:
+            yield
+            return
+        self.runs = runs = EdgeRuns(self.s, self.s.config.sizes)
+        try:
+            yield
+        finally:
+            self.runs = None
+            runs.flush()
 
     def from_root(self, now: float, bodies: Seq[EventBody]) -> None:
         """The root numbered ``bodies``, events of one topic in seq order: start them
@@ -126,15 +144,17 @@ class Dissemination:
                 groups.update(edge.digest.groups)
         served = sorted(groups) if groups else ()
         stream = tree.stream
-        for body in bodies:
-            moved = self._moved(tree, body)
-            handled = HandledEvent(body, 0)
-            self.memory.remember(now, handled)
-            assert body.seq is not None
-            if stream.through is not None and body.seq <= stream.through:
-                continue  # handled already (caught up when this node took the root role)
-            stream.through = body.seq
-            self._spread(now, tree, handled, True, served, upstream=None, deliver=not moved)
+        with self.edge_runs():
+            for body in bodies:
+                moved = self._moved(tree, body)
+                handled = HandledEvent(body, 0)
+                self.memory.remember(now, handled)
+                assert body.seq is not None
+                if stream.through is not None and body.seq <= stream.through:
+                    continue  # handled already (caught up when this node took the root role)
+                stream.through = body.seq
+                self._spread(now, tree, handled, True, served, upstream=None,
+                             deliver=not moved)
 
     def matching_ahead(self, topic: str, bodies: Seq[EventBody]
                        ) -> AbstractContextManager[None]:
@@ -145,6 +165,13 @@ class Dissemination:
         if topic_subs is None or len(bodies) < 2:
             return nullcontext()
         return topic_subs.ahead([body.attrs for body in bodies])
+
+    def on_events(self, now: float, msg: Events) -> None:
+        """A run of plain copies from upstream: each handled as its own :class:`Event`,
+        in one step (matched together, passed on down each edge as runs)."""
+        with self.edge_runs(), self.matching_ahead(msg.topic, msg.bodies):
+            for ev in msg.copies():
+                self.on_event(now, ev)
 
     def on_event(self, now: float, ev: Event) -> None:
         s = self.s
@@ -268,6 +295,7 @@ class Dissemination:
         s = self.s
         body = handled.body
         hop = handled.hop + 1
+        send = s.send if self.runs is None else self.runs.send
         for child_id, (plain, groups) in plan.items():
             edge = tree.children[child_id]
             edge.last_sent = now
@@ -285,9 +313,9 @@ class Dissemination:
             # anycast-only copies (outside the edge's sequence).
             for i, run in enumerate(group_runs(groups) if groups else _NO_GROUPS):
                 first = i == 0
-                s.send(edge.ref, Event(body, hop, s.me, plain and first, run,
-                                       prev if first else None,
-                                       tree.is_root or tree.settled, edge.version))
+                send(edge.ref, Event(body, hop, s.me, plain and first, run,
+                                     prev if first else None,
+                                     tree.is_root or tree.settled, edge.version))
 
     def _hand_back(self, handled: HandledEvent, groups: list[str],
                    upstream: NodeRef | None) -> None:

@@ -446,6 +446,46 @@ class Event(Message):
             raise ValueError(f"an event carries at most {MAX_GROUPS} groups")
 
 
+@message("scribe.events")
+class Events(_TopicMessage):
+    """A run of plain copies going down one tree edge in one message: the
+    :class:`Event` copies (plain, without groups) of ``bodies``, in seq order, the first
+    vouching for ``prev`` and each next one for the one before it; ``hop``, ``sender``,
+    ``settled`` and ``digest_version`` are theirs. The sender cuts a run into messages of
+    a message's worth (:func:`message_runs`: at most ``MAX_BATCH`` events and
+    ``batch_bytes`` of event costs); the receiver handles the copies in order, in one
+    step (peer protocol version 4)."""
+
+    topic: str
+    bodies: tuple[EventBody, ...]
+    hop: int
+    sender: NodeRef
+    prev: int | None = None
+    settled: bool = False
+    digest_version: int = 0
+
+    def __post_init__(self) -> None:
+        _TopicMessage.__post_init__(self)
+        if not self.bodies:
+            raise ValueError("a run of events carries at least one")
+        check_events(self.topic, self.bodies)
+        check_seq(self.prev, "prev")
+        if self.prev is not None and self.prev >= (self.bodies[0].seq or 0):
+            raise ValueError("prev must be below the first event's seq")
+        if self.hop < 1:
+            raise ValueError("an event below the root has hop >= 1")
+
+    def copies(self) -> list[Event]:
+        """The run as the single copies it stands for (checked as this message was)."""
+        copies: list[Event] = []
+        prev = self.prev
+        for body in self.bodies:
+            copies.append(Event.trusted(body, self.hop, self.sender, True, (), prev,
+                                        self.settled, self.digest_version))
+            prev = body.seq
+        return copies
+
+
 @message("scribe.pull")
 class Pull(_TopicMessage):
     """``child`` has handled the stream up to ``after``: send what it lacks since. Sent

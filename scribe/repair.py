@@ -22,6 +22,7 @@ from scribe.messages import (
     DigestUpdate,
     Disown,
     Event,
+    Events,
     Fill,
     Heartbeat,
     HeartbeatAck,
@@ -168,8 +169,8 @@ class Repair:
             handled = self.dissemination.memory.get(msg.body.topic, msg.body.msg_id)
             if msg.groups and handled is not None:
                 self.dissemination.retry_groups(now, handled, msg.groups)
-        elif isinstance(msg, Heartbeat | JoinAck | Disown | Fill):
-            self._lose_child_at(msg.topic, dest)
+        elif isinstance(msg, Heartbeat | JoinAck | Disown | Fill | Events):
+            self._lose_child_at(msg.topic, dest)  # (Events: plain copies, no group duty)
         elif isinstance(msg, Join):
             # A JOIN this full node pushed down to a child: place the joiner again.
             tree = self._lose_child_at(msg.topic, dest)

@@ -33,12 +33,20 @@ class Send(Effect):
             raise TypeError(f"Send needs a Message, got {type(self.msg).__name__}")
 
 
-@dataclass(slots=True)  # not frozen: several per event, and frozen costs on the way
+@dataclass(slots=True)  # not frozen: the core appends to it during its step
 class Deliver(Effect):
-    """Hand ``event`` to the local subscription ``sub``."""
+    """Hand ``events``, in order, to the local subscription ``sub``.
+
+    A core step's deliveries to one subscription come in one effect, at the place of
+    the first (:meth:`overlay.core.protocol.CoreBase.deliver`): a run of events costs the
+    driver and the API one hand-over per subscription, not one per event. Each
+    subscription's events keep their order; only the order of deliveries to different
+    subscriptions, and of deliveries against other effects, may differ from the order
+    they were decided in (nothing depends on it: a delivery is local, and the API
+    orders a subscription's pushes after its subscribe reply by itself)."""
 
     sub: int
-    event: DeliveredEvent
+    events: list[DeliveredEvent]
 
 
 @dataclass(slots=True)  # not frozen: several per event, and frozen costs on the way

@@ -59,8 +59,9 @@ MAX_CBOR_DEPTH = 32
 #: version 1 would skip as one bad message. 3: a run of publishes goes to a topic's
 #: cached root in one message (``scribe.publishes``), and a root handover says whether
 #: the old root was live (``RootHandover.live``): messages or fields a node of version 2
-#: would refuse.
-PEER_PROTOCOL_VERSION = 3
+#: would refuse. 4: a run of plain copies goes down a tree edge in one message
+#: (``scribe.events``), which a node of version 3 would refuse.
+PEER_PROTOCOL_VERSION = 4
 
 T = TypeVar("T")
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from overlay.core.effects import Deliver, Effect, Notice, Persist, Send, Trace
 from overlay.core.messages import Message
+from overlay.core.pubsub import DeliveredEvent
 from overlay.core.storage import StorageOp
 
 
@@ -53,16 +54,26 @@ class CoreBase:
     def __init__(self, address: str) -> None:
         self.address = address
         self._effects: list[Effect] = []
+        #: This step's ``Deliver`` effect per subscription, to add its later events to.
+        self._deliveries: dict[int, Deliver] = {}
 
     def drain_effects(self) -> list[Effect]:
         effects, self._effects = self._effects, []
+        self._deliveries = {}
         return effects
 
     def send(self, dest: str, msg: Message) -> None:
         self._effects.append(Send(dest, msg))
 
-    def deliver(self, sub: int, event: Any) -> None:
-        self._effects.append(Deliver(sub, event))
+    def deliver(self, sub: int, event: DeliveredEvent) -> None:
+        """Hand ``event`` to ``sub``: with the step's earlier events for it, in one
+        ``Deliver`` effect."""
+        effect = self._deliveries.get(sub)
+        if effect is None:
+            effect = self._deliveries[sub] = Deliver(sub, [event])
+            self._effects.append(effect)
+        else:
+            effect.events.append(event)
 
     def trace(self, ev: str, **fields: Any) -> None:
         self._effects.append(Trace(ev, fields))

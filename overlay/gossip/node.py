@@ -14,7 +14,7 @@ Application calls (the daemon's API layer, or a simulation scenario), each takin
 - ``publish(now, topic, attrs, payload=b"", msg_id=None, ts=None) -> msg_id``;
 - ``status() -> dict``.
 
-Effects: ``Send``; ``Deliver(sub, DeliveredEvent)`` for each matching local subscription;
+Effects: ``Send``; ``Deliver`` (a step's DeliveredEvents per matching local subscription);
 ``Notice`` kinds ``published`` (``topic``, ``msg_id``, ``seq`` None: the event is accepted
 at once, nobody numbers it) and ``expired`` (``sub``); ``Trace`` records of TRACES.md:
 ``subscribe``, ``unsubscribe``, ``publish``, ``forward``, ``recv`` (with ``dup``),

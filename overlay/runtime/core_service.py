@@ -5,8 +5,9 @@ to the sinks that carry their pushes, and turns API requests into calls on the n
 pub/sub core (Scribe's ``ScribeApp`` or a ``GossipNode``, both with ``subscribe``,
 ``unsubscribe``, ``renew``, ``publish``), through :meth:`Daemon.call` so the core's
 effects are carried out at once. Deliveries (``Deliver`` effects) become ``notify``
-pushes; the ``expired`` notice becomes an ``expired`` push; the ``published`` notice
-completes a reliable publish, the ``refused`` notice fails it.
+pushes (a run of them one ``Notifications`` hand-over); the ``expired`` notice becomes
+an ``expired`` push; the ``published`` notice completes a reliable publish, the
+``refused`` notice fails it.
 
 Readings of API.md chosen here:
 - a reliable publish is answered on the core's ``published`` notice: in structured mode
@@ -49,7 +50,7 @@ from overlay.core.effects import Deliver, Notice
 from overlay.core.errors import LocalProtocolError
 from overlay.core.protocol import ProtocolCore
 from overlay.core.pubsub import Capabilities, NewEvent, PubSubCore, UnknownSubscriptionError
-from overlay.runtime.api import ApiError, Expired, Notification, PublishResult, Sink
+from overlay.runtime.api import ApiError, Expired, Notifications, PublishResult, Sink
 from overlay.runtime.api.requests import Consumers, Fetch, Publish, Settle, Subscribe
 from overlay.runtime.api.service import Done, Ended
 from overlay.runtime.daemon import Daemon
@@ -315,13 +316,12 @@ class CoreService(Generic[N]):
     # -- effects from the core ------------------------------------------------------------------
 
     def _on_deliver(self, effect: Deliver) -> None:
-        event = effect.event
         sink = self._sinks.get(effect.sub)
         if sink is None:
-            self.counters["undeliverable"] += 1
+            self.counters["undeliverable"] += len(effect.events)
             return
-        self.counters["delivered"] += 1
-        sink(Notification(effect.sub, event))
+        self.counters["delivered"] += len(effect.events)
+        sink(Notifications(effect.sub, effect.events))
 
     def _on_notice(self, notice: Notice) -> None:
         if notice.kind == "published":
@@ -405,7 +405,7 @@ class CoreService(Generic[N]):
         except ValueError as exc:
             raise ApiError("bad_request", str(exc)) from None
 
-    async def fetch(self, request: Fetch) -> list[Notification]:
+    async def fetch(self, request: Fetch) -> Notifications:
         self._require_ready()
         fetch_id = next(self._answer_ids)
 
@@ -426,7 +426,7 @@ class CoreService(Generic[N]):
             raise ApiError("timeout", "no answer from the consumer's root within the fetch's "
                            f"wait and {self.answer_grace:g} s: its events, if any were given, "
                            "are delivered again after ack_wait")
-        return [Notification(request.sub, event) for event in answer["events"]]
+        return Notifications(request.sub, answer["events"])
 
     async def consumers(self, request: Consumers) -> dict[str, Any]:
         self._require_ready()

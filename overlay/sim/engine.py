@@ -21,6 +21,7 @@ from overlay.core.framing import decode_map, encode_map
 from overlay.core.limits import DEFAULT_MAX_FRAME
 from overlay.core.messages import Message, decode_message, encode_message
 from overlay.core.protocol import ProtocolCore
+from overlay.core.pubsub import DeliveredEvent
 from overlay.core.storage import StorageOp, SyncPolicy
 from overlay.core.tracing import NodeTracer
 from overlay.sim.network import Network, NetworkConfig
@@ -81,7 +82,8 @@ class SimStats:
     by_type: dict[str, int] = field(default_factory=dict)
 
 
-DeliverHook = Callable[[str, Deliver, float], None]
+#: Called with (node address, subscription, event, now) for each event a core delivers.
+DeliverHook = Callable[[str, int, DeliveredEvent, float], None]
 NoticeHook = Callable[[str, Notice, float], None]
 
 
@@ -293,8 +295,9 @@ class Simulator:
             elif isinstance(effect, Trace):
                 self._trace(node, effect.ev, effect.fields)
             elif isinstance(effect, Deliver):
-                for deliver_hook in self.on_deliver:
-                    deliver_hook(addr, effect, self.now)
+                for event in effect.events:
+                    for deliver_hook in self.on_deliver:
+                        deliver_hook(addr, effect.sub, event, self.now)
             elif isinstance(effect, Notice):
                 for notice_hook in self.on_notice:
                     notice_hook(addr, effect, self.now)

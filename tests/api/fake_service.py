@@ -10,7 +10,7 @@ from typing import Any
 import trio
 
 from overlay.core.pubsub import DeliveredEvent
-from overlay.runtime.api import ApiError, Notification, PublishResult, Sink
+from overlay.runtime.api import ApiError, Notifications, PublishResult, Sink
 from overlay.runtime.api.requests import Publish, Subscribe
 
 
@@ -87,9 +87,9 @@ class FakeService:
         msg_id = request.msg_id or f"{self.seq:032x}"
         for sub, (subscription, sink) in list(self.subs.items()):
             if subscription.topic == request.topic:
-                sink(Notification(sub, DeliveredEvent(request.topic, msg_id, self.seq,
-                                                      request.attrs, request.payload,
-                                                      self.node_hex, 1.0, 0)))
+                sink(Notifications(sub, [DeliveredEvent(request.topic, msg_id, self.seq,
+                                                        request.attrs, request.payload,
+                                                        self.node_hex, 1.0, 0)]))
         return PublishResult(msg_id, self.seq)
 
     def status(self) -> dict[str, Any]:

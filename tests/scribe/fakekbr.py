@@ -22,6 +22,7 @@ from overlay.core.messages import Message, message
 from overlay.core.protocol import CoreBase
 from overlay.core.storage import StorageOp
 from overlay.sim.engine import Simulator
+from scribe.messages import Event, Events
 
 
 @dataclass
@@ -86,6 +87,12 @@ class RecordingHost:
 
     def sent_of(self, kind: type[Message]) -> list[tuple[str, Any]]:
         return [(dest, msg) for dest, msg in self.sent if isinstance(msg, kind)]
+
+    def sent_copies(self) -> list[tuple[str, Event]]:
+        """The event copies sent down trees, in order, each as a single copy: a run
+        (``Events``) as the copies it stands for."""
+        return [(dest, copy) for dest, msg in self.sent if isinstance(msg, Event | Events)
+                for copy in (msg.copies() if isinstance(msg, Events) else [msg])]
 
     def trace_kinds(self) -> list[str]:
         return [ev for ev, _ in self.traces]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from overlay.core.effects import Deliver
+from overlay.core.pubsub import DeliveredEvent
 from overlay.core.storage import SyncPolicy
 from overlay.sim.network import NetworkConfig
 from scribe.consumers import ConsumerConfig
@@ -77,12 +77,11 @@ def run(seed: int, traces: Path) -> Run:
     members = {others[0]: 1, others[3]: 2, others[6]: 3}
     auditor = others[9]  # subscribes to the dead letters
 
-    def on_deliver(addr: str, effect: Deliver, now: float) -> None:
-        event = effect.event
-        if addr == auditor and effect.sub == 99:
+    def on_deliver(addr: str, sub_id: int, event: DeliveredEvent, now: float) -> None:
+        if addr == auditor and sub_id == 99:
             out.dead.setdefault(str(event.attrs["dead_msg_id"]), []).append(dict(event.attrs))
             return
-        if members.get(addr) != effect.sub:
+        if members.get(addr) != sub_id:
             return
         out.deliveries.append((now, addr, event.msg_id, event.attempt))
         poison = int(event.attrs["i"]) in POISON  # type: ignore[arg-type]
@@ -93,7 +92,7 @@ def run(seed: int, traces: Path) -> Run:
             if not poison:
                 out.acked[event.msg_id] += 1
             sim.invoke(addr, lambda core, now: core.app.durable_ack(
-                now, effect.sub, "nak" if poison else "ack", (event.msg_id,)))
+                now, sub_id, "nak" if poison else "ack", (event.msg_id,)))
         sim.at(now + 0.05, answer)
 
     sim.on_deliver.append(on_deliver)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from overlay.core.effects import Deliver, Notice
+from overlay.core.effects import Notice
 from overlay.core.ids import hash_id
+from overlay.core.pubsub import DeliveredEvent
 from overlay.core.storage import SyncPolicy
 from overlay.sim.scenarios.chord_world import sim_address
 from scribe.consumers import ConsumerConfig
@@ -28,10 +29,9 @@ def run(seed: int, crash_at: float | None, root_crash_at: float | None = None
     deliveries: list[tuple[str, str, int]] = []  # (member node, msg_id, attempt)
     acked: Counter[str] = Counter()
 
-    def on_deliver(addr: str, effect: Deliver, now: float) -> None:
-        if members.get(addr) != effect.sub:
+    def on_deliver(addr: str, sub_id: int, event: DeliveredEvent, now: float) -> None:
+        if members.get(addr) != sub_id:
             return
-        event = effect.event
         deliveries.append((addr, event.msg_id, event.attempt))
         if crash_at is not None and addr == sim_address(2) and now >= crash_at - 1.0:
             return  # this application hangs before it acknowledges, then its node dies
@@ -40,7 +40,7 @@ def run(seed: int, crash_at: float | None, root_crash_at: float | None = None
             if sim.alive(addr):
                 acked[event.msg_id] += 1
                 sim.invoke(addr, lambda core, now: core.app.durable_ack(
-                    now, effect.sub, "ack", (event.msg_id,)))
+                    now, sub_id, "ack", (event.msg_id,)))
         sim.at(now + 0.05, ack)
 
     sim.on_deliver.append(on_deliver)
@@ -105,12 +105,12 @@ def test_the_consumer_and_its_progress_survive_a_restart_of_every_node() -> None
     members = {sim_address(2): 1, sim_address(7): 2}
     got: list[tuple[float, str]] = []
 
-    def on_deliver(addr: str, effect: Deliver, now: float) -> None:
-        if members.get(addr) == effect.sub:
-            got.append((now, effect.event.msg_id))
+    def on_deliver(addr: str, sub_id: int, event: DeliveredEvent, now: float) -> None:
+        if members.get(addr) == sub_id:
+            got.append((now, event.msg_id))
             sim.at(now + 0.05, lambda: sim.alive(addr) and sim.invoke(
-                addr, lambda core, t: core.app.durable_ack(t, effect.sub, "ack",
-                                                           (effect.event.msg_id,))))
+                addr, lambda core, t: core.app.durable_ack(t, sub_id, "ack",
+                                                           (event.msg_id,))))
 
     sim.on_deliver.append(on_deliver)
 
@@ -199,12 +199,12 @@ def test_a_root_back_with_an_older_copy_takes_its_replicas_newer_one() -> None:
     member = next(a for a in addrs if a != root)
     got: list[tuple[float, str, int]] = []
 
-    def on_deliver(addr: str, effect: Deliver, now: float) -> None:
-        if addr == member and effect.sub == 1:
-            got.append((now, effect.event.msg_id, effect.event.attempt))
+    def on_deliver(addr: str, sub_id: int, event: DeliveredEvent, now: float) -> None:
+        if addr == member and sub_id == 1:
+            got.append((now, event.msg_id, event.attempt))
             sim.at(now + 0.05, lambda: sim.alive(addr) and sim.invoke(
                 addr, lambda core, t: core.app.durable_ack(t, 1, "ack",
-                                                           (effect.event.msg_id,))))
+                                                           (event.msg_id,))))
 
     sim.on_deliver.append(on_deliver)
     sim.at(0.5, lambda: sim.invoke(member, lambda core, now: core.app.durable_subscribe(
@@ -252,10 +252,10 @@ def test_a_consumer_moves_with_its_topics_key_to_a_node_that_joins() -> None:
     member = next(a for a in sorted(world.nodes) if a != root)
     got: list[tuple[str, int]] = []
 
-    def on_deliver(addr: str, effect: Deliver, now: float) -> None:
-        if addr == member and effect.sub == 1:
-            got.append((effect.event.msg_id, effect.event.attempt))
-            sim.at(now + 0.05, lambda m=effect.event.msg_id: sim.invoke(
+    def on_deliver(addr: str, sub_id: int, event: DeliveredEvent, now: float) -> None:
+        if addr == member and sub_id == 1:
+            got.append((event.msg_id, event.attempt))
+            sim.at(now + 0.05, lambda m=event.msg_id: sim.invoke(
                 member, lambda core, now: core.app.durable_ack(now, 1, "ack", (m,))))
 
     sim.on_deliver.append(on_deliver)

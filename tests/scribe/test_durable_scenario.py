@@ -15,7 +15,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from overlay.core.effects import Deliver, Notice
+from overlay.core.effects import Notice
+from overlay.core.pubsub import DeliveredEvent
 from overlay.core.storage import SyncPolicy
 from overlay.sim.engine import Simulator
 from tests.scribe.test_durable_sim import World, place_nodes
@@ -86,10 +87,9 @@ def build(seed: int, sync: SyncPolicy) -> Scenario:
         if notice.kind == "published":
             world.acked[(notice.data["topic"], notice.data["msg_id"])] = notice.data["seq"]
 
-    def on_deliver(addr: str, effect: Deliver, now: float) -> None:
-        sub = world.handles.get((addr, effect.sub))
+    def on_deliver(addr: str, sub_id: int, event: DeliveredEvent, now: float) -> None:
+        sub = world.handles.get((addr, sub_id))
         if sub is not None:
-            event = effect.event
             sub.received[event.msg_id] = sub.received.get(event.msg_id, 0) + 1
             sub.seqs.setdefault(event.msg_id, set()).add(event.seq or 0)
             sub.last_seq = max(sub.last_seq, event.seq or 0)

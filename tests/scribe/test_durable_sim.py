@@ -11,7 +11,8 @@ from pathlib import Path
 from chord.config import ChordConfig
 from chord.node import ChordNode
 from chord.oracle import build_tables
-from overlay.core.effects import Deliver, Notice
+from overlay.core.effects import Notice
+from overlay.core.pubsub import DeliveredEvent
 from overlay.core.storage import SyncPolicy
 from overlay.sim.engine import Simulator
 from overlay.sim.network import NetworkConfig
@@ -77,9 +78,8 @@ def build(seed: int, count: int, sync: SyncPolicy, network: NetworkConfig | None
             data = notice.data
             world.acked[(data["topic"], data["msg_id"])] = data["seq"]
 
-    def on_deliver(addr: str, effect: Deliver, now: float) -> None:
-        event = effect.event
-        world.delivered.setdefault((addr, effect.sub), []).append(
+    def on_deliver(addr: str, sub_id: int, event: DeliveredEvent, now: float) -> None:
+        world.delivered.setdefault((addr, sub_id), []).append(
             (event.topic, event.msg_id, event.seq))
 
     sim.on_notice.append(on_notice)

@@ -17,6 +17,7 @@ from scribe.messages import (
     Disown,
     Event,
     EventBody,
+    Events,
     Heartbeat,
     HeartbeatAck,
     JoinAck,
@@ -47,6 +48,7 @@ EXAMPLES: list[Message] = [
     PublishRefused(TOPIC, "00ff", "database or disk is full", ref(9)),
     ReplicateAck(TOPIC, "00ff", 4, ref(9), stored=False),
     Event(body("00ff", seq=4, x=1), 2, ref(7), True, ("g", "h")),
+    Events(TOPIC, (body("00ff", seq=4, x=1), body("0100", seq=6)), 2, ref(7), 3, True, 5),
     AnycastBack(TOPIC, "00ff", ("g",), ref(5)),
 ]
 
@@ -63,6 +65,8 @@ def test_round_trip(msg: Message) -> None:
 
 #: A run of publishes, for malformed variants.
 RUN = Publishes(TOPIC, (body("aa", seq=None),), ref(1))
+#: A run of copies down a tree edge, for malformed variants.
+DOWN = Events(TOPIC, (body("aa", seq=2), body("bb", seq=3)), 1, ref(7), 1)
 
 
 def wire_of(msg: Message, **changes: Any) -> dict[str, Any]:
@@ -92,7 +96,15 @@ def wire_of(msg: Message, **changes: Any) -> dict[str, Any]:
     wire_of(RUN, bodies=[body("aa", seq=None).to_wire()] * 2),
     wire_of(RUN, bodies=[body(format(i, "x"), seq=None).to_wire()
                          for i in range(MAX_BATCH + 1)]),
-], ids=range(15))
+    wire_of(DOWN, bodies=[]),
+    wire_of(DOWN, bodies=[body("aa", seq=None).to_wire()]),
+    wire_of(DOWN, bodies=[body("aa", seq=3).to_wire(), body("bb", seq=3).to_wire()]),
+    wire_of(DOWN, bodies=[EventBody("u", "aa", 2, {}, b"p", "0001", 5.0).to_wire()]),
+    wire_of(DOWN, prev=2),
+    wire_of(DOWN, hop=0),
+    wire_of(DOWN, bodies=[body(format(i, "x"), seq=i + 1).to_wire()
+                          for i in range(MAX_BATCH + 1)]),
+], ids=range(22))
 def test_malformed_messages_are_rejected(wire: dict[str, Any]) -> None:
     with pytest.raises(MessageError):
         decode_message(wire)
@@ -102,6 +114,15 @@ def test_a_run_of_publishes_carries_up_to_max_batch_events() -> None:
     full = Publishes(TOPIC, tuple(body(format(i, "x"), seq=None) for i in range(MAX_BATCH)),
                      ref(1))
     assert round_tripped(full) == full
+
+
+def test_a_run_down_an_edge_carries_up_to_max_batch_events_and_stands_for_chained_copies(
+        ) -> None:
+    full = Events(TOPIC, tuple(body(format(i, "x"), seq=i + 1) for i in range(MAX_BATCH)),
+                  2, ref(7))
+    assert round_tripped(full) == full
+    assert DOWN.copies() == [Event(body("aa", seq=2), 1, ref(7), True, (), 1),
+                             Event(body("bb", seq=3), 1, ref(7), True, (), 2)]
 
 
 def test_numbering_copies_every_field_but_seq() -> None:

@@ -139,7 +139,7 @@ def test_the_root_delivers_the_other_sides_events_once_and_passes_every_moved_on
     theirs = (body("aa", 1), replace(body("bb", 2), ts=1.7), replace(body("cc", 3), ts=9.0))
     app.deliver(9.0, MID, RootHandover(TOPIC, 3, ref(200), None, 0, theirs), 2)
     # In publish order (xx at 1.5, bb 1.7, d2 2.5, cc 9.0) after both counters (3):
-    assert [(dest, e.body.msg_id, e.body.seq) for dest, e in host.sent_of(Event)] == [
+    assert [(dest, e.body.msg_id, e.body.seq) for dest, e in host.sent_copies()] == [
         ("n101", "d1", 4), ("n101", "bb", 5), ("n101", "d2", 6), ("n101", "cc", 7)]
     # ... but the root's own subscription had d1 and yy: it gets only bb and cc.
     assert [(e.msg_id, e.seq) for _, e in host.delivered] == [("bb", 5), ("cc", 7)]
@@ -179,7 +179,7 @@ def test_a_member_passes_moved_copies_down_and_delivers_only_the_new_ones() -> N
         app.on_direct(20.0 + i, "n150", Event(body(msg_id, 4 + i), 1, ref(150), True, (),
                                              3 + i, True, 1))
     assert [(e.msg_id, e.seq) for _, e in host.delivered] == [("d1", 4), ("d2", 6)]
-    assert [(dest, e.body.seq) for dest, e in host.sent_of(Event)] == [
+    assert [(dest, e.body.seq) for dest, e in host.sent_copies()] == [
         ("n130", 4), ("n130", 5), ("n130", 6), ("n130", 7)]
 
 

@@ -14,6 +14,7 @@ from scribe.durability import AppendEvents
 from scribe.messages import (
     Event,
     EventBody,
+    Events,
     Publish,
     PublishAck,
     Publishes,
@@ -39,7 +40,15 @@ def event(msg_id: str, reliable: bool = False, topic: str = TOPIC) -> NewEvent:
 
 
 def sent_down(host: RecordingHost) -> list[tuple[str, str, int | None, int | None]]:
-    return [(dest, m.body.msg_id, m.body.seq, m.prev) for dest, m in host.sent_of(Event)]
+    """The copies sent down the tree, each as (child, msg_id, seq, prev), whether alone
+    (Event) or in a run (Events)."""
+    return [(dest, c.body.msg_id, c.body.seq, c.prev) for dest, c in host.sent_copies()]
+
+
+def messages_down(host: RecordingHost) -> list[tuple[str, int]]:
+    """The messages sent down the tree: (child, copies carried)."""
+    return [(dest, len(m.bodies) if isinstance(m, Events) else 1) for dest, m in host.sent
+            if isinstance(m, Event | Events)]
 
 
 def test_a_burst_is_numbered_in_order_persisted_in_one_write_and_sent_down() -> None:
@@ -53,7 +62,9 @@ def test_a_burst_is_numbered_in_order_persisted_in_one_write_and_sent_down() -> 
     assert not host.sent_of(Replicate)
     assert sent_down(host) == [("n101", "aa", 1, 0), ("n101", "bb", 2, 1),
                                ("n101", "cc", 3, 2)]
+    assert messages_down(host) == [("n101", 3)]  # the run goes down the edge in one message
     assert host.trace_kinds().count("publish") == 3
+    assert host.trace_kinds().count("forward") == 3  # a record per event, as ever
 
 
 def test_a_reliable_burst_is_answered_event_by_event_and_sent_down_in_seq_order() -> None:

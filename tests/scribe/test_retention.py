@@ -5,7 +5,7 @@ key over numbers on from the copies; the publisher's node retries until answered
 from __future__ import annotations
 
 from scribe import ScribeConfig
-from scribe.messages import Event, EventBody, Publish, PublishAck, Replicate, ReplicateAck
+from scribe.messages import EventBody, Publish, PublishAck, Replicate, ReplicateAck
 from tests.scribe.helpers import MID, TOPIC, join, make, ref
 
 ORIGIN = ref(500)
@@ -31,12 +31,12 @@ def test_the_root_answers_a_reliable_publish_once_both_replicas_hold_it() -> Non
     assert [dest for dest, _ in copies] == ["n300", "n400"]  # replicas=2: nearest two
     assert all(m.body.seq == 1 and m.root == ref(200) for _, m in copies)
     # Not sent down before the replicas hold it (a new root must not reuse its number).
-    assert not host.sent_of(Event) and not host.sent_of(PublishAck)
+    assert not host.sent_copies() and not host.sent_of(PublishAck)
     app.on_direct(1.1, "n300", ReplicateAck(TOPIC, "aa", 1, ref(300)))
-    assert not host.sent_of(Event) and not host.sent_of(PublishAck)
+    assert not host.sent_copies() and not host.sent_of(PublishAck)
     app.on_direct(1.2, "n400", ReplicateAck(TOPIC, "aa", 1, ref(400)))
     assert host.sent_of(PublishAck) == [("n500", PublishAck(TOPIC, "aa", 1, ref(200)))]
-    assert [dest for dest, _ in host.sent_of(Event)] == ["n101"]
+    assert [dest for dest, _ in host.sent_copies()] == ["n101"]
 
 
 def test_an_unreliable_event_waits_behind_a_reliable_one_numbered_before_it() -> None:
@@ -44,25 +44,25 @@ def test_an_unreliable_event_waits_behind_a_reliable_one_numbered_before_it() ->
     app.deliver(1.0, MID, Publish(body("aa"), ORIGIN), 2)
     app.deliver(1.0, MID, Publish(body("bb"), ORIGIN, reliable=False), 2)
     assert host.sent_of(PublishAck) == [("n500", PublishAck(TOPIC, "bb", 2, ref(200)))]
-    assert not host.sent_of(Event)  # seq order: 2 waits for 1
+    assert not host.sent_copies()  # seq order: 2 waits for 1
     for replica in (300, 400):
         app.on_direct(1.2, f"n{replica}", ReplicateAck(TOPIC, "aa", 1, ref(replica)))
-    assert [(m.body.seq, m.prev) for _, m in host.sent_of(Event)] == [(1, 0), (2, 1)]
+    assert [(m.body.seq, m.prev) for _, m in host.sent_copies()] == [(1, 0), (2, 1)]
 
 
 def test_a_retried_msg_id_is_numbered_once_and_not_sent_down_again() -> None:
     app, host = root_with_replicas()
     app.deliver(1.0, MID, Publish(body("aa"), ORIGIN), 2)
     app.deliver(1.1, MID, Publish(body("aa"), ORIGIN), 2)  # retried while pending
-    assert len(host.sent_of(Replicate)) == 2 and len(host.sent_of(Event)) == 0
+    assert len(host.sent_of(Replicate)) == 2 and len(host.sent_copies()) == 0
     for replica in (300, 400):
         app.on_direct(1.2, f"n{replica}", ReplicateAck(TOPIC, "aa", 1, ref(replica)))
-    assert len(host.sent_of(PublishAck)) == 1 and len(host.sent_of(Event)) == 1
+    assert len(host.sent_of(PublishAck)) == 1 and len(host.sent_copies()) == 1
     app.deliver(5.0, MID, Publish(body("aa"), ORIGIN), 2)  # retried after the answer
     assert [m.seq for _, m in host.sent_of(PublishAck)] == [1, 1]
-    assert len(host.sent_of(Replicate)) == 2 and len(host.sent_of(Event)) == 1
+    assert len(host.sent_of(Replicate)) == 2 and len(host.sent_copies()) == 1
     app.deliver(5.1, MID, Publish(body("bb"), ORIGIN, reliable=False), 2)
-    assert [m.body.seq for _, m in host.sent_of(Event)] == [1, 2]
+    assert [m.body.seq for _, m in host.sent_copies()] == [1, 2]
 
 
 def test_a_silent_or_unreachable_replica_is_given_up_on() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from overlay.core.effects import Deliver
+from overlay.core.pubsub import DeliveredEvent
 from overlay.core.storage import SyncPolicy
 from overlay.sim.engine import Simulator
 from overlay.sim.scenarios.chord_world import sim_address
@@ -66,15 +66,14 @@ def simulate(traces: Path) -> None:
     members = {(sim_address(node), sub): name for name, (node, sub, _, _) in CONSUMERS.items()}
     members[(sim_address(SECOND_WORKER), 2)] = "workers"
 
-    def on_deliver(addr: str, effect: Deliver, now: float) -> None:
-        name = members.get((addr, effect.sub))
+    def on_deliver(addr: str, sub_id: int, event: DeliveredEvent, now: float) -> None:
+        name = members.get((addr, sub_id))
         if name is None:
             return
-        event = effect.event
         op = answer(name, addr, int(event.attrs["i"]), now)
         if op is not None:
             sim.at(now + 0.05, lambda: sim.alive(addr) and sim.invoke(
-                addr, lambda core, t: core.app.durable_ack(t, effect.sub, op, (event.msg_id,))))
+                addr, lambda core, t: core.app.durable_ack(t, sub_id, op, (event.msg_id,))))
 
     sim.on_deliver.append(on_deliver)
     for (addr, sub), name in members.items():

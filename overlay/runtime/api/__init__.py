@@ -4,7 +4,7 @@ from overlay.runtime.api.requests import ApiError
 from overlay.runtime.api.server import ApiConfig, ApiServer
 from overlay.runtime.api.service import (
     Expired,
-    Notification,
+    Notifications,
     PublishResult,
     PubSubService,
     Sink,
@@ -15,7 +15,7 @@ __all__ = [
     "ApiError",
     "ApiServer",
     "Expired",
-    "Notification",
+    "Notifications",
     "PubSubService",
     "PublishResult",
     "Sink",

@@ -58,7 +58,13 @@ from overlay.runtime.api.requests import (
     max_batch_events,
     parse_request,
 )
-from overlay.runtime.api.service import Done, Ended, Expired, Notification, PublishResult, Push
+from overlay.runtime.api.service import (
+    Done,
+    Notifications,
+    PublishResult,
+    Push,
+    notify_fields,
+)
 
 if TYPE_CHECKING:
     from overlay.runtime.api.server import ApiServer
@@ -369,7 +375,7 @@ class ApiConnection:
         try:
             if isinstance(request, Fetch):
                 events = await self.service.fetch(request)
-                reply = {"events": [notification.fields() for notification in events]}
+                reply = {"events": [notify_fields(events.sub, event) for event in events.events]}
             else:
                 reply = await self.service.consumers(request)
         except ApiError as exc:
@@ -545,22 +551,29 @@ class ApiConnection:
         self._queued(len(data))
 
     def _push(self, push: Push) -> None:
-        """Sink for the service: queue a push, or cut off a client that cannot keep up."""
+        """Sink for the service: queue a push (a notify per event of a Notifications), or
+        cut off a client that cannot keep up."""
         if self._closing:
             return
-        if isinstance(push, Expired | Ended):
-            self.subs.discard(push.sub)
-        data: bytes | _NotifyBody
-        if self.batch_notify and type(push) is Notification:
-            data = _NotifyBody(self._encode(push.fields()))
+        queued: list[bytes | _NotifyBody]
+        if isinstance(push, Notifications):
+            encode, sub = self._encode, push.sub
+            if self.batch_notify:
+                queued = [_NotifyBody(encode(notify_fields(sub, event)))
+                          for event in push.events]
+            else:
+                queued = [frame_bytes(encode(wire), self.config.max_frame)
+                          for wire in push.to_wire()]
         else:
-            data = frame_bytes(self._encode(push.to_wire()), self.config.max_frame)
+            self.subs.discard(push.sub)  # Expired, Ended: the subscription is over
+            queued = [frame_bytes(self._encode(push.to_wire()), self.config.max_frame)]
         slot = self._unreplied.get(push.sub)
         if slot is not None and slot.trailing is not None:
-            slot.trailing.append(data)
+            slot.trailing.extend(queued)
         else:
-            self._pushes.append(data)
-        self._queued(len(data.data) if isinstance(data, _NotifyBody) else len(data))
+            self._pushes.extend(queued)
+        self._queued(sum(len(item.data) if isinstance(item, _NotifyBody) else len(item)
+                         for item in queued))
 
     def _queued(self, size: int) -> None:
         """``size`` more bytes wait for the writer: wake it (once per wait: the frames of

@@ -17,23 +17,26 @@ from overlay.core.pubsub import DeliveredEvent
 from overlay.runtime.api.requests import ApiError, Consumers, Fetch, Publish, Settle, Subscribe
 
 
-@dataclass(slots=True)  # not frozen: made for every event, and frozen costs on the way
-class Notification:
-    """One event for one subscription (the ``notify`` push of API.md)."""
+def notify_fields(sub: int, event: DeliveredEvent) -> dict[str, Any]:
+    """A ``notify`` push's fields (API.md) for ``event`` to ``sub``: the push without its
+    ``event`` key, as an item of a ``notify_batch`` or of a ``fetch`` reply."""
+    return {"sub": sub, "topic": event.topic, "msg_id": event.msg_id, "seq": event.seq,
+            "attrs": event.attrs, "payload": event.payload, "publisher": event.publisher,
+            "ts": event.ts, "attempt": event.attempt}
+
+
+@dataclass(slots=True)  # not frozen: made for every run of events, and frozen costs
+class Notifications:
+    """Events for one subscription, in order: a ``notify`` push each (API.md), or items
+    of ``notify_batch`` pushes. The service hands over what one step of the core
+    delivered to the subscription (a publish burst's run) as one."""
 
     sub: int
-    event: DeliveredEvent
+    events: Sequence[DeliveredEvent]
 
-    def to_wire(self) -> dict[str, Any]:
-        return {"event": "notify", **self.fields()}
-
-    def fields(self) -> dict[str, Any]:
-        """The notify's fields: the push without its ``event`` key (an item of a
-        ``notify_batch``)."""
-        event = self.event
-        return {"sub": self.sub, "topic": event.topic, "msg_id": event.msg_id,
-                "seq": event.seq, "attrs": event.attrs, "payload": event.payload,
-                "publisher": event.publisher, "ts": event.ts, "attempt": event.attempt}
+    def to_wire(self) -> list[dict[str, Any]]:
+        """One ``notify`` push per event."""
+        return [{"event": "notify", **notify_fields(self.sub, event)} for event in self.events]
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ class Ended:
                 "error": {"code": self.code, "message": self.message}}
 
 
-Push = Notification | Expired | Ended
+Push = Notifications | Expired | Ended
 #: Called by the service for each push of a subscription; must not block.
 Sink = Callable[[Push], None]
 
@@ -128,7 +131,7 @@ class PubSubService(Protocol):
         consumer's root; not confirmed). Raises ApiError."""
         ...
 
-    async def fetch(self, request: Fetch) -> list[Notification]:
+    async def fetch(self, request: Fetch) -> Notifications:
         """Events of a pull subscription: at most ``request.max``, waiting up to
         ``request.wait`` s for the first. Raises ApiError (``timeout``: no answer)."""
         ...
