@@ -154,7 +154,7 @@ def test_an_unacknowledged_route_goes_back_to_the_app_once_and_an_acknowledged_o
     a = in_ring(A, pred=E, successors=[B], route_timeout=5.0, app=app)
     a.route(1.0, D.id, Payload("lost"))
     a.route(1.0, D.id, Payload("got there"))
-    (_, first), (_, second) = sends(a.drain_effects())
+    (_, _lost), (_, second) = sends(a.drain_effects())
     a.on_message(1.5, D.addr, RouteAck(second.rid, D, 2))
     a.on_timer(5.9)
     assert app.of("route_failed") == []  # not yet

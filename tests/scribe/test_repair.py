@@ -159,7 +159,7 @@ def test_a_handover_that_got_no_ack_is_routed_again_and_a_second_copy_changes_no
     assert host.routed == [(MID, handover), (MID, handover)]
     app.on_route_failed(12.0, MID, Join(TOPIC, ref(200), None, 0))  # others: not again
     assert len(host.routed) == 2
-    new, new_host = make(150, root=True, config=CONFIG)
+    new, _ = make(150, root=True, config=CONFIG)
     new.deliver(11.1, MID, handover, 2)
     new.publish(11.2, TOPIC, {}, msg_id="bb")
     new.deliver(11.3, MID, handover, 2)  # the first one's ack was lost
