@@ -44,7 +44,6 @@ from matching.access import (
     Equals,
     Present,
     Range,
-    access_of,
     necessary_accesses,
     plan,
 )
@@ -133,11 +132,11 @@ class ClusterIndex(Generic[Key]):
 
     def add(self, key: Key, filter: Filter,
             conjunctions: Sequence[Conjunction] | Literal[False] | None = False,
-            access: AccessOf = access_of) -> None:
+            analysis: Analysis | None = None) -> None:
         """File ``filter`` under ``key`` (any hashable), replacing what ``key`` had;
         ``conjunctions`` are its :func:`~matching.normal.conjunctions_of`, when the caller
-        has them (False: worked out here); ``access`` tells its predicates' accesses
-        (an :class:`~matching.access.Analysis` the caller shares)."""
+        has them (False: worked out here); ``analysis``: its predicates' accesses, when the
+        caller shares them with another index (None: worked out here)."""
         if key in self._filters:
             self.remove(key)
         self._filters[key] = filter
@@ -146,7 +145,7 @@ class ClusterIndex(Generic[Key]):
         if conjunctions is False:
             conjunctions = conjunctions_of(filter.expr)
         self._file_all(key, filter, conjunctions, places,
-                       Analysis() if access is access_of else access)
+                       Analysis() if analysis is None else analysis)
         if not _everywhere(places):
             self._not_everywhere += 1
 
