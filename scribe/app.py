@@ -515,13 +515,18 @@ class _PartLinks:
     def joined(self, now: float, tree: TopicTree, through: int | None) -> None:
         self.app.ordering.on_joined(now, tree, through)
 
-    def numbering(self, now: float, topic: str) -> None:
-        self.app.publishing.on_claim(now, topic)
+    def numbering(self, now: float, topic: str, fresh: bool) -> None:
+        self.app.publishing.on_claim(now, topic, fresh)
         self.app.consumers.on_claim(now, topic)
 
     def release(self, now: float, bodies: Sequence[EventBody]) -> None:
         """The root sends numbered events of one topic down the tree, and to its durable
-        consumers (in seq order)."""
+        consumers (in seq order). First what the root holds before them that its tree
+        never handled (``Ordering.unsent``)."""
+        tree = self.app.state.trees.get(bodies[0].topic)
+        first = bodies[0].seq or 0
+        if tree is not None and tree.is_root and (tree.stream.through or 0) < first - 1:
+            bodies = [*self.app.ordering.unsent(tree, first - 1), *bodies]
         self.app.dissemination.from_root(now, bodies)
         if self.app.consumers:
             for body in bodies:

@@ -42,8 +42,9 @@ class TreeEvents(Protocol):
     def joined(self, now: float, tree: TopicTree, through: int | None) -> None:
         """A parent adopted this node, at the parent's stream position ``through``."""
 
-    def numbering(self, now: float, topic: str) -> None:
-        """This node starts numbering ``topic`` (it adopts its replica copies)."""
+    def numbering(self, now: float, topic: str, fresh: bool) -> None:
+        """This node numbers ``topic`` (it owns the key); ``fresh``: it did not a moment
+        ago (it adopts its replica copies then)."""
 
     def handing_over(self, now: float, topic: str) -> tuple[EventBody, ...]:
         """The key moved away: the events retained for ``topic``, to hand over."""
@@ -130,8 +131,9 @@ class Membership:
         if tree.parent is not None:
             s.send(tree.parent, Leave(tree.topic, s.me))
         tree.set_root(s.me.id)
+        fresh = tree.topic not in s.numbering
         s.numbering.add(tree.topic)
-        self.events.numbering(now, tree.topic)
+        self.events.numbering(now, tree.topic, fresh)
         self.events.root_taken(now, tree)
         s.note_tree(tree)
         self.announce_path(now, tree)
@@ -139,8 +141,9 @@ class Membership:
     def claim_root(self, now: float, topic: str) -> None:
         """This node is responsible for ``topic``'s key: it numbers the topic's events and,
         when it is in the tree, is its root."""
+        fresh = topic not in self.s.numbering
         self.s.numbering.add(topic)
-        self.events.numbering(now, topic)
+        self.events.numbering(now, topic, fresh)
         tree = self.s.trees.get(topic)
         if tree is not None:
             self.become_root(now, tree)

@@ -112,23 +112,33 @@ class Ordering:
         the former root's replicas) beyond what it handled as a member."""
         st = tree.stream
         counter = self.s.seq.get(tree.topic, 0)
-        log = self.root_log(tree.topic)
-        if st.through is not None and st.through < counter:
-            # What it retains, and the copies it held back as a member (waiting for a
-            # gap to fill or a catch-up), go down in seq order.
-            bodies = {seq: ev.body for seq, ev in st.held.items() if st.through < seq}
-            if log is not None:
-                for body in log.between(st.through, counter, len(log)):
-                    assert body.seq is not None
-                    bodies.setdefault(body.seq, body)
-            run = [bodies[seq] for seq in sorted(bodies)]
-            if run:
-                with self.ahead(tree.topic, run):
-                    self.from_root(now, run)
+        # What it retains, and the copies it held back as a member (waiting for a gap to
+        # fill or a catch-up), go down in seq order.
+        run = self.unsent(tree, counter)
+        if run:
+            with self.ahead(tree.topic, run):
+                self.from_root(now, run)
         start_at = counter if st.through is None else max(st.through, counter)
         st.held.clear()
         st.catch_up_after = None
         st.through = start_at
+
+    def unsent(self, tree: TopicTree, through: int) -> list[EventBody]:
+        """At the root: the events up to ``through`` that it holds (its log, copies held
+        back as a member) and its tree has not handled, in seq order. The counter can move
+        past the tree's position without them going down: events restored from members
+        or synced by another root (a healed partition) join the log, not the tree, and
+        the next event sent down would vouch for them (``prev``) to every child."""
+        st = tree.stream
+        if st.through is None or st.through >= through:
+            return []
+        bodies = {seq: ev.body for seq, ev in st.held.items() if st.through < seq <= through}
+        log = self.root_log(tree.topic)
+        if log is not None:
+            for body in log.between(st.through, through, len(log)):
+                assert body.seq is not None
+                bodies.setdefault(body.seq, body)
+        return [bodies[seq] for seq in sorted(bodies)]
 
     # -- copies from the parent -----------------------------------------------------------------
 

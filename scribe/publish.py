@@ -173,12 +173,12 @@ class Publishing:
         retention = self.retention
         tree = s.trees.get(topic)
         # Claiming the root role again changes nothing once this node numbers the topic,
-        # has a counter for it, holds no replica copies of it and is its tree's root; an
-        # event of a busy topic then skips the calls that would find exactly that.
-        if (topic not in s.seq or topic not in s.numbering or topic in retention.replica
+        # has a counter for it and is its tree's root; an event of a busy topic then
+        # skips the calls that would find exactly that. (Replica copies are adopted when
+        # the node starts numbering: any that come later are another root's.)
+        if (topic not in s.seq or topic not in s.numbering
                 or (tree is not None and not tree.is_root)):
             self.membership.claim_root(now, topic)
-            retention.adopt_replica(topic)
         fresh: list[EventBody] = []
         for body in bodies:
             seq = retention.numbered(topic, body.msg_id)
@@ -221,10 +221,13 @@ class Publishing:
             else:
                 self.s.host.route(now, self.s.mid(topic), msg)
 
-    def on_claim(self, now: float, topic: str) -> None:
-        """This node starts numbering ``topic`` (it owns the key)."""
+    def on_claim(self, now: float, topic: str, fresh: bool) -> None:
+        """This node numbers ``topic`` (it owns the key); ``fresh``: it starts to. Only
+        then are its replica copies the former root's log: copies that come while it
+        numbers are another root's (two roots for one key), taken in by a merge only."""
         retention = self.retention
-        retention.adopt_replica(topic)
+        if fresh:
+            retention.adopt_replica(topic)
         if topic in retention.restored or now < retention.lost_until:
             self._gather_from_replicas(now, topic)
         self.s.start_recovery(now, topic)

@@ -143,11 +143,21 @@ class Retention:
         return self.root.get(topic)
 
     def released_through(self, topic: str) -> int:
-        """Every event up to this seq has been sent down the tree."""
+        """Every event up to this seq has been sent down the tree (or was there before
+        this root: restored from members, synced by another root)."""
         queue = self.unreleased.get(topic)
         if queue:
             return next(iter(queue)) - 1
         return self.s.seq.get(topic, 0)
+
+    def handled_through(self, topic: str) -> int:
+        """This root's own subscriptions and subtree had every event up to this seq: what
+        it sent down, not what came into its log around its tree (``Ordering.unsent``)."""
+        released = self.released_through(topic)
+        tree = self.s.trees.get(topic)
+        if tree is None or tree.stream.through is None:
+            return released
+        return min(released, tree.stream.through)
 
     # -- at the root -------------------------------------------------------------------------
 
@@ -187,8 +197,9 @@ class Retention:
                               self._moved_below.get(topic))
             if plan.fork is not None:
                 # What this node sent down as the root, its subscriptions had already.
-                released = self.released_through(topic) if numbering else 0
-                self.adopt_replica(topic)
+                released = self.handled_through(topic) if numbering else 0
+                if not numbering:  # the copies merged are this node's log from now on
+                    self.adopt_replica(topic)
                 self.merge(now, topic, plan, released)
                 return
             events = plan.fill
@@ -248,7 +259,7 @@ class Retention:
     def hand_over(self, now: float, topic: str) -> tuple[EventBody, ...]:
         """This node no longer owns ``topic``'s key: what it retained goes with it (and it
         keeps a copy, as the new owner's successor is a natural replica)."""
-        released = self.released_through(topic)
+        released = self.handled_through(topic)
         retained = self.root.pop(topic, None)
         self.replica_views.pop(topic, None)
         if retained is None:
@@ -469,14 +480,15 @@ class Retention:
 
     def on_replica_sync(self, now: float, msg: ReplicaSync) -> None:
         s = self.s
-        # At the topic's root (recovering it, or finding members ahead of its counter)
-        # a member's events join its own buffer; anywhere else they are a replica's
-        # copies.
-        table = self.root if msg.topic in s.recovering or msg.topic in s.numbering \
-            else self.replica
+        # At a root gathering the topic (recovering it, or finding members ahead of its
+        # counter) a member's events join its own buffer; anywhere else they are a
+        # replica's copies: at a root that numbers on, another root's (see on_replicate).
+        gathering = msg.topic in s.recovering
+        table = self.root if gathering else self.replica
         first = msg.events[0].seq or 1 if msg.events else msg.seq + 1
         self._store(now, table, msg.topic, first, msg.events)
-        s.note_seq(msg.topic, msg.seq)
+        if gathering or msg.topic not in s.numbering:
+            s.note_seq(msg.topic, msg.seq)
         if msg.events:
             self.durability.write(AppendEvents(msg.topic, msg.events))
         self.durability.write(NoteCounter(msg.topic, msg.seq))
@@ -502,7 +514,11 @@ class Retention:
         body = msg.body
         assert body.seq is not None
         self._store(now, self.replica, body.topic, body.seq, (body,))
-        s.note_seq(body.topic, body.seq)
+        if body.topic not in s.numbering:
+            # (At a node that numbers the topic, the copy is another root's: a number it
+            # gave is no number this one has, nor events its tree had. Kept, and taken in
+            # only by the merge of that root's log.)
+            s.note_seq(body.topic, body.seq)
         ack = ReplicateAck(body.topic, body.msg_id, body.seq, s.me)
         written = self.durability.write(AppendEvents(body.topic, (body,)))
         if not self.durability.after(written, ReplicaCopy(msg.root, ack)):

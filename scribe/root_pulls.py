@@ -33,6 +33,14 @@ class RootPulls:
         """A routed pull reached the topic's key: answer it from the retained events."""
         s = self.s
         topic = pull.topic
+        if pull.after > s.seq.get(topic, 0) and topic in s.numbering \
+                and topic not in s.recovering:
+            # The puller handled numbers this root never gave (its counter was lost
+            # with every copy; or it was numbered on the other side of a partition):
+            # gather what it holds of them, as a recovering root does, and number on
+            # above them. They go down this root's tree before its next event
+            # (``Ordering.unsent``): its own members may not have them.
+            s.recover_until(now, topic, now + 2 * s.config.replica_timeout)
         if topic in s.recovering:
             # Gather first: the puller's position, and the events it holds that this
             # root lacks (it may be the only survivor holding them); answer at the end.
@@ -42,14 +50,6 @@ class RootPulls:
             held[pull.child.id] = pull
             s.note_seq(topic, pull.after)
             return
-        if pull.after > s.seq.get(topic, 0) and topic in s.numbering:
-            # The puller handled numbers this root never gave (its counter was lost
-            # with every copy): number on above them, and keep what it holds of them.
-            self._ask_restore(topic, pull.child, pull.after)
-            s.note_seq(topic, pull.after)
-            tree = s.trees.get(topic)
-            if tree is not None and tree.is_root:
-                tree.stream.through = max(tree.stream.through or 0, pull.after)
         log = self.root_log(pull.topic)
         if log is None or pull.digest is None:
             if pull.topic not in s.numbering:
