@@ -356,8 +356,11 @@ class Ordering:
         self.drain(now, tree)
         if fill.more:  # a message's worth: the rest follows at once, not at the next tick
             self.pull(now, tree)
-        # Children waiting for older events are answered once the chain of parts ends.
-        self.answer_waiting(now, tree, give_up=not partial)
+        # Children waiting for older events are answered once the chain of parts ends,
+        # and only by a fill from where they wait: a catch-up's fill starts at this
+        # node's own position, and a child below it may wait for older events the root
+        # still holds (the tick pulls for them: ``need``).
+        self.answer_waiting(now, tree, give_up=not partial and st.need is None)
 
     def _finish_catch_up(self, now: float, tree: TopicTree, sender: NodeRef) -> None:
         """Both answers are in (or the parent's is overdue): handle their union as one

@@ -198,6 +198,28 @@ def test_a_parent_whose_log_starts_later_asks_upward_before_answering() -> None:
     assert host.delivered == []  # older than its own position: not delivered here again
 
 
+def test_a_child_behind_a_catching_up_parent_is_filled_from_the_root_not_given_up_on() -> None:
+    # Forwarder 200 joins 300's tree with no position of its own: it starts at 300's (3)
+    # and catches up from there. Its child 101 had handled up to 1 (lost its old parent).
+    app, host = make(200, config=CONFIG)
+    app.forward(0.0, MID, join(101, ""), ref(300))
+    app.on_direct(0.1, "n300", JoinAck(TOPIC, ref(300), (300,), 3))
+    app.on_direct(0.5, "n101", Pull(TOPIC, ref(101), 1))
+    newer = (ev(4, None).body, ev(5, None).body)
+    app.on_direct(2.5, "n300", Fill(TOPIC, ref(300), 3, 5, newer, routed=True))
+    app.on_direct(2.6, "n300", Fill(TOPIC, ref(300), 3, 5, newer))
+    # The catch-up reached back to 3 only: 2 and 3 are not gone (the root keeps them).
+    assert [fill.gone_before for _, fill in host.sent_of(Fill)] == []
+    host.clear()
+    app.on_timer(3.0)
+    assert host.sent_of(Pull) == [("n300", Pull(TOPIC, ref(200), 1))]
+    older = (ev(2, None).body, ev(3, None).body)
+    app.on_direct(3.1, "n300", Fill(TOPIC, ref(300), 1, 5, (*older, *newer)))
+    [(dest, fill)] = host.sent_of(Fill)
+    assert dest == "n101" and fill.gone_before == 0
+    assert (fill.after, fill.through, [b.seq for b in fill.events]) == (1, 5, [2, 3, 4, 5])
+
+
 def test_a_pull_from_a_node_that_is_not_a_child_is_disowned() -> None:
     app, host = parent_with_child()
     app.on_direct(1.0, "n999", Pull(TOPIC, ref(999), 0))
