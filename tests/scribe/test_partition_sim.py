@@ -5,9 +5,12 @@ Seeded simulator runs with durable logs (sync = always)."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from overlay.core.storage import SyncPolicy
+from overlay.sim.network import NetworkConfig
 from overlay.sim.scenarios.chord_world import sim_address
 from tests.scribe.test_durable_sim import TOPICS, World, build
 
@@ -88,3 +91,62 @@ def test_the_replay_after_the_heal_has_each_event_once() -> None:
         ids = [m for _, m, _ in got]
         assert len(ids) == len(set(ids))
         assert {m for t, m in world.acked if t == topic} <= set(ids)
+
+
+# -- the lab's shape: a few nodes, 5% loss, each side publishing its own run ------------------
+
+
+def lab_like(seed: int) -> tuple[World, list[str], bool]:
+    """The shape of the namespace lab (tests/deploy/test_lab.py) drawn from ``seed``: 5 to
+    10 nodes, 5% loss, subscriptions on up to four, a first event, a split into halves, a
+    run of six reliable events on each side (one after the other, or overlapping), the
+    heal. Returns the world, the subscribers, and whether the first event was numbered
+    before the split reached the subscribers (when it was not, a subscriber that lost its
+    parent before it learned its start may begin after it)."""
+    shape = random.Random(seed * 7919)
+    nodes = shape.choice([5, 6, 6, 8, 10])
+    overlapping = shape.choice([False, True])
+    world = build(seed, nodes, SyncPolicy("always"), NetworkConfig(loss=0.05, jitter=0.01))
+    sim, topic = world.sim, TOPICS[0]
+    addrs = sorted(world.nodes)
+    rng = random.Random(seed)
+    subscribers = rng.sample(addrs, min(4, nodes - 1))
+    for addr in subscribers:
+        sim.at(0.5, lambda a=addr: sim.invoke(
+            a, lambda core, now: core.app.subscribe(now, topic, "", 1)))
+
+    def publish(addr: str, msg_id: str, at: float) -> None:
+        sim.at(at, lambda: sim.alive(addr) and sim.invoke(
+            addr, lambda core, now: core.app.publish(now, topic, {}, b"x", msg_id,
+                                                     reliable=True)))
+
+    publish(addrs[0], "ff1", 3.0)
+    half = rng.sample(addrs, nodes // 2)
+    other = [a for a in addrs if a not in half]
+    split = rng.choice([6.0, 10.0])
+    sim.at(split, lambda: sim.partition([half]))
+    first = split + rng.uniform(3, 10)
+    for i in range(6):
+        publish(half[0], f"a{i}", first + i * rng.uniform(0.05, 0.5))
+    second = first + rng.uniform(0, 1) if overlapping else first + 3.0 + rng.uniform(0, 3)
+    for i in range(6):
+        publish(other[0], f"b{i}", second + i * rng.uniform(0.05, 0.5))
+    heal = second + 3 + rng.uniform(0, 5)
+    sim.at(heal, sim.heal)
+    sim.run(until=heal + 40)
+    return world, subscribers, split > 9
+
+
+@pytest.mark.parametrize("seed", [183, 424])
+def test_the_lab_shape_delivers_every_acknowledged_event_once_in_order(seed: int) -> None:
+    world, subscribers, _ = lab_like(seed)
+    acked = {m for _, m in world.acked}
+    assert {f"a{i}" for i in range(6)} | {f"b{i}" for i in range(6)} <= acked
+    for addr in subscribers:
+        got = world.delivered.get((addr, 1), [])
+        ids = [m for _, m, _ in got]
+        assert len(ids) == len(set(ids)), f"{addr}: an event delivered twice"
+        assert [s for _, _, s in got] == sorted(s for _, _, s in got), f"{addr}: seq backwards"
+        # The first event counts where this subscriber began with it (as the lab's probe).
+        wanted = acked if ids[:1] == ["ff1"] else acked - {"ff1"}
+        assert not wanted - set(ids), f"{addr}: missing {sorted(wanted - set(ids))}"
