@@ -487,11 +487,11 @@ class Retention:
         table = self.root if gathering else self.replica
         first = msg.events[0].seq or 1 if msg.events else msg.seq + 1
         self._store(now, table, msg.topic, first, msg.events)
-        if gathering or msg.topic not in s.numbering:
-            s.note_seq(msg.topic, msg.seq)
         if msg.events:
             self.durability.write(AppendEvents(msg.topic, msg.events))
-        self.durability.write(NoteCounter(msg.topic, msg.seq))
+        if gathering or msg.topic not in s.numbering:
+            s.note_seq(msg.topic, msg.seq)
+            self.durability.write(NoteCounter(msg.topic, msg.seq))
         s.wake(now)
 
     def _store(self, now: float, table: dict[str, Retained], topic: str, first: int,
