@@ -371,12 +371,18 @@ class Retention:
         self._confirmed(now, msg.body.topic, msg.body.msg_id, dest)
 
     def _confirmed(self, now: float, topic: str, msg_id: str, replica_addr: str) -> None:
+        done = self._confirm(topic, msg_id, replica_addr)
+        if done is not None:
+            self._answer(now, [done])
+
+    def _confirm(self, topic: str, msg_id: str, replica_addr: str) -> PendingAck | None:
+        """``replica_addr`` holds its copy of the event: the event's pending entry, taken
+        out, when that was the last copy it waited for."""
         pending = self.pending.get((topic, msg_id))
         if pending is None:
-            return
+            return None
         pending.waiting.discard(replica_addr)
-        if not pending.waiting:
-            self._answer(now, self.pending.pop((topic, msg_id)))
+        return None if pending.waiting else self.pending.pop((topic, msg_id))
 
     def tick(self, now: float) -> None:
         """Copy again to silent replicas (a copy or its confirmation may be lost), give up
@@ -391,7 +397,7 @@ class Retention:
                 pending.waiting &= {s.me.addr}
                 pending.deadline = float("inf")
                 if not pending.waiting:
-                    self._answer(now, self.pending.pop(key))
+                    self._answer(now, [self.pending.pop(key)])
                 continue
             pending.tries += 1
             pending.deadline = now + s.config.replica_timeout
@@ -442,15 +448,23 @@ class Retention:
         else:
             s.send(origin, PublishRefused(topic, msg_id, reason, s.me))
 
-    def _answer(self, now: float, pending: PendingAck) -> None:
-        body = pending.body
-        assert body.seq is not None
-        queue = self.unreleased.get(body.topic)
-        if queue is not None and body.seq in queue:
-            queue[body.seq] = (body, True)
-            self.release_ready(now, body.topic)
-        for origin in pending.origins:
-            self.answer(body, origin)
+    def _answer(self, now: float, done: Sequence[PendingAck]) -> None:
+        """Events whose copies are all stored: they may go down the tree (those at the
+        head of their topic's queue go, each topic's in one run), then their publishers
+        are answered."""
+        topics: dict[str, None] = {}  # in order of first appearance
+        for pending in done:
+            body = pending.body
+            assert body.seq is not None
+            queue = self.unreleased.get(body.topic)
+            if queue is not None and body.seq in queue:
+                queue[body.seq] = (body, True)
+                topics[body.topic] = None
+        for topic in topics:
+            self.release_ready(now, topic)
+        for pending in done:
+            for origin in pending.origins:
+                self.answer(pending.body, origin)
 
     def _sync_replicas(self) -> None:
         """Bring successors that became replicas up to date; tell every replica the
@@ -547,11 +561,17 @@ class Retention:
         """Persists up to ``through`` are on disk: confirm the root's own copies, send
         the replicas' confirmations."""
         s = self.s
+        done: list[PendingAck] = []
         for waiter in self.durability.synced_through(through):
             if isinstance(waiter, RootCopy):
-                self._confirmed(now, waiter.topic, waiter.msg_id, s.me.addr)
+                pending = self._confirm(waiter.topic, waiter.msg_id, s.me.addr)
+                if pending is not None:
+                    done.append(pending)
             else:
                 s.send(waiter.root, waiter.ack)
+        # A group commit frees many events at once: they go down the tree together (a
+        # run per topic, as unreliable ones do), not one pass through the tree each.
+        self._answer(now, done)
 
     def on_storage_failed(self, now: float, through: int, reason: str) -> None:
         """The events of persists up to ``through`` not synced yet are not stored (their

@@ -85,6 +85,21 @@ def test_a_reliable_burst_is_answered_event_by_event_and_sent_down_in_seq_order(
     assert sent_down(host) == [("n101", "aa", 1, 0), ("n101", "bb", 2, 1)]
 
 
+def test_events_one_sync_frees_go_down_the_tree_in_one_run_then_are_answered() -> None:
+    # No replicas: a reliable event waits for the root's own copy only, and the group
+    # commit that stores a burst frees all of it at once.
+    app, host = root(ScribeConfig(durable=True, replicas=0))
+    app.publish_many(1.0, [event(m, reliable=True) for m in ("aa", "bb", "cc")])
+    assert not host.sent_of(Event) and not host.notices  # nothing before the sync
+    host.clear()
+    app.on_synced(1.1, len(host.persisted))
+    assert sent_down(host) == [("n101", "aa", 1, 0), ("n101", "bb", 2, 1),
+                               ("n101", "cc", 3, 2)]
+    assert messages_down(host) == [("n101", 3)]  # one run down the edge, as unreliable
+    published = [data["msg_id"] for kind, data in host.notices if kind == "published"]
+    assert published == ["aa", "bb", "cc"]
+
+
 def test_a_bad_event_is_refused_alone_and_a_repeated_msg_id_is_numbered_once() -> None:
     app, host = root(ScribeConfig())
     outcomes = app.publish_many(1.0, [event("aa"), event("not hex"), event("bb"),
