@@ -134,8 +134,8 @@ class _Steps:
         self.persisted: list[DataFrame] = []
         self.results = _Results()
         self.records = loaded.records
-        # Counted once, for the trees' and the cost chain's use.
-        self.tally = self.keep(cost.record_tally(self.records))
+        # Counted while loading, for the trees' and the cost chain's use.
+        self.tally = loaded.tally
 
     def keep(self, df: DataFrame) -> DataFrame:
         self.persisted.append(df.persist(StorageLevel.MEMORY_AND_DISK))

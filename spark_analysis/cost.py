@@ -7,7 +7,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from spark_analysis.load import of_type
-from spark_analysis.schema import ORDER_COLUMNS, Ev, order_key
+from spark_analysis.schema import ORDER_COLUMNS, TALLY_DETAIL, TALLY_KEYS, Ev, order_key
 
 
 def children_at_end(records: DataFrame) -> DataFrame:
@@ -63,14 +63,14 @@ def record_tally(records: DataFrame) -> DataFrame:
     ``detail`` is a repair's kind and a drop's reason (else null), ``dups`` the records
     with ``dup`` true, ``last_ts`` their latest ``ts``. A few rows per node, topic and
     record type: the per-node stress, the per-topic counts and each topic's last event
-    follow from it.
+    follow from it. Loading computes the same table as it parses
+    (:func:`spark_analysis.load.partial_tally`, per file, summed), sparing the analysis
+    this pass over every record; this is the definition it is tested against.
     """
-    detail = (
-        F.when(F.col("ev") == Ev.REPAIR, F.col("kind"))
-        .when(F.col("ev") == Ev.DROP, F.col("reason"))
-        .alias("detail")
-    )
-    return records.groupBy("node", "topic", "ev", detail).agg(
+    detail = F.lit(None).cast("string")
+    for ev, name in TALLY_DETAIL.items():
+        detail = F.when(F.col("ev") == ev, F.col(name)).otherwise(detail)
+    return records.groupBy(*TALLY_KEYS[:-1], detail.alias(TALLY_KEYS[-1])).agg(
         F.count(F.lit(1)).alias("n"),
         F.count_if(F.col("dup")).alias("dups"),
         F.max("ts").alias("last_ts"),

@@ -29,7 +29,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from spark_analysis.location import OutDir, glob_free_prefix, qualified, relative_name
 from spark_analysis.parse import Tally, parse_block
-from spark_analysis.schema import LIVE_RANK, NORMALIZED_SCHEMA
+from spark_analysis.schema import LIVE_RANK, NORMALIZED_SCHEMA, TALLY_DETAIL, TALLY_KEYS
 
 __all__ = [
     "BAD_REASONS",
@@ -37,6 +37,7 @@ __all__ = [
     "LoadResult",
     "load_traces",
     "of_type",
+    "partial_tally",
     "rank_of",
     "read_records",
 ]
@@ -55,9 +56,11 @@ _ROTATED = re.compile(r"\.jsonl\.(\d+)")
 _INT_MAX = 2**31 - 1
 
 # A task's output: the records, and per file one row of line counts (``lines``) and
-# one per reason a line was bad (count and first sample); those rows have ``ev`` null.
+# the file's record tally (``record_tally``, see partial_tally) and one per reason a
+# line was bad (count and first sample); those rows have ``ev`` null.
 TALLY_FIELDS = [
     T.StructField("lines", T.LongType()),
+    T.StructField("record_tally", T.BinaryType()),
     T.StructField("bad_reason", T.StringType()),
     T.StructField("bad_count", T.LongType()),
     T.StructField("bad_file", T.StringType()),
@@ -67,6 +70,16 @@ PARSED_SCHEMA = T.StructType([*NORMALIZED_SCHEMA.fields, *TALLY_FIELDS])
 _PARSED_ARROW = to_arrow_schema(PARSED_SCHEMA)
 _RECORD_ARROW = to_arrow_schema(NORMALIZED_SCHEMA)
 _TALLY_ARROW = pa.schema([_PARSED_ARROW.field(f.name) for f in TALLY_FIELDS])
+# cost.record_tally's output: (node, topic, ev, detail, n, dups, last_ts).
+RECORD_TALLY_SCHEMA = T.StructType(
+    [
+        *(T.StructField(name, T.StringType()) for name in TALLY_KEYS),
+        T.StructField("n", T.LongType()),
+        T.StructField("dups", T.LongType()),
+        T.StructField("last_ts", T.DoubleType()),
+    ]
+)
+_RECORD_TALLY_ARROW = to_arrow_schema(RECORD_TALLY_SCHEMA)
 # Parquet options of records/ (Hadoop settings of parquet-mr, passed per write). Plain
 # encoding, no dictionaries: the dictionaries' hash lookups were a sixth of the loading
 # tasks' CPU (JFR samples, 10M records), and ts and src_row, unique per record, fall back
@@ -86,14 +99,70 @@ def rank_of(name: str) -> int | None:
 
 @dataclass
 class LoadResult:
-    """What loading found: the records (read back from Parquet) and the line counts."""
+    """What loading found: the records (read back from Parquet), their tally
+    (``cost.record_tally`` of them, counted while parsing) and the line counts."""
 
     records: DataFrame
+    tally: DataFrame
     lines: int
     bad_lines: int
     record_count: int
     bad_samples: list[dict[str, str]] = field(default_factory=list)
     bad_by_reason: dict[str, int] = field(default_factory=dict)
+
+
+def partial_tally(records: pa.Table) -> pa.Table:
+    """``cost.record_tally`` of some records in Arrow: (node, topic, ev, detail, n,
+    dups, last_ts). Tallies of parts of the records sum (n, dups) and take the latest
+    (last_ts) to the tally of the whole (:func:`merged_tally`)."""
+    ev = records.column("ev")
+    detail = pa.nulls(records.num_rows, pa.string())
+    for kind, name in TALLY_DETAIL.items():
+        detail = pc.if_else(pc.equal(ev, kind), records.column(name), detail)
+    dup = pc.fill_null(records.column("dup"), False).cast(pa.int64())
+    keyed = pa.table(
+        {
+            "node": records.column("node"),
+            "topic": records.column("topic"),
+            "ev": ev,
+            "detail": detail,
+            "dup": dup,
+            "ts": records.column("ts"),
+        }
+    )
+    counted = keyed.group_by(list(TALLY_KEYS), use_threads=False).aggregate(
+        [([], "count_all"), ("dup", "sum"), ("ts", "max")]
+    )
+    return _tally_table(counted, "count_all", "dup_sum", "ts_max")
+
+
+def _tally_table(counted: pa.Table, n: str, dups: str, last_ts: str) -> pa.Table:
+    columns = [counted.column(name) for name in TALLY_KEYS]
+    columns += [counted.column(n), counted.column(dups), counted.column(last_ts)]
+    return pa.Table.from_arrays(
+        [c.cast(f.type) for c, f in zip(columns, _RECORD_TALLY_ARROW, strict=True)],
+        schema=_RECORD_TALLY_ARROW,
+    )
+
+
+def merged_tally(parts: list[pa.Table]) -> pa.Table:
+    """One tally from tallies of disjoint parts of the records."""
+    if not parts:
+        return _RECORD_TALLY_ARROW.empty_table()
+    merged = pa.concat_tables(parts).group_by(list(TALLY_KEYS), use_threads=False)
+    summed = merged.aggregate([("n", "sum"), ("dups", "sum"), ("last_ts", "max")])
+    return _tally_table(summed, "n_sum", "dups_sum", "last_ts_max")
+
+
+def _ipc_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _from_ipc(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(data).read_all()
 
 
 def _with_tally_columns(table: pa.Table) -> pa.Table:
@@ -103,11 +172,13 @@ def _with_tally_columns(table: pa.Table) -> pa.Table:
     return table
 
 
-def _tally_rows(tally: Tally, file: str) -> pa.Table:
-    """The file's line count, and one row per reason with its count and first sample."""
+def _tally_rows(tally: Tally, file: str, records: pa.Table) -> pa.Table:
+    """The file's line count and record tally (``records``, as Arrow IPC bytes), and one
+    row per reason with its count and first sample."""
     reasons = [r for r in BAD_REASONS if tally.bad.get(r)]
     columns: dict[str, list[Any]] = {
         "lines": [tally.lines] + [None] * len(reasons),
+        "record_tally": [_ipc_bytes(records)] + [None] * len(reasons),
         "bad_reason": [None, *reasons],
         "bad_count": [None] + [tally.bad[r] for r in reasons],
         "bad_file": [None] + [file] * len(reasons),
@@ -137,14 +208,15 @@ def parse_files(
             if path.endswith(".gz"):  # as Hadoop's codecs would; rotated files may be
                 data = gzip.decompress(data)
             name = relative_name(path, root)
-            tally = Tally()
+            tally, counted = Tally(), []
             for table in parse_block(data, rank_of(path), name, tally):
                 if run is not None:
                     table = table.filter(pc.equal(table.column("run"), run))
                 if table.num_rows:
+                    counted.append(partial_tally(table))
                     yield from _with_tally_columns(table).to_batches()
             del data
-            yield from _tally_rows(tally, name).to_batches()
+            yield from _tally_rows(tally, name, merged_tally(counted)).to_batches()
 
 
 def load_traces(spark: SparkSession, path: str, out: OutDir, run: str | None = None) -> LoadResult:
@@ -167,6 +239,7 @@ def load_traces(spark: SparkSession, path: str, out: OutDir, run: str | None = N
         F.coalesce(F.sum("lines"), F.lit(0)).alias("lines"),
         F.count_if(F.col("ev").isNotNull()).alias("records"),
         F.collect_list(F.when(F.col("bad_reason").isNotNull(), bad)).alias("bad"),
+        F.collect_list("record_tally").alias("record_tallies"),
     )
     records = parsed.filter(F.col("ev").isNotNull()).select(*NORMALIZED_SCHEMA.names)
     records.write.mode("overwrite").partitionBy("ev").options(**RECORDS_WRITE_OPTIONS).parquet(
@@ -182,8 +255,11 @@ def load_traces(spark: SparkSession, path: str, out: OutDir, run: str | None = N
         if reason not in samples or sample[:2] < samples[reason][:2]:
             samples[reason] = sample
     reasons = [name for name in BAD_REASONS if name in by_reason]
+    tally = merged_tally([_from_ipc(data) for data in counts["record_tallies"]])
     return LoadResult(
         records=read_records(spark, target),
+        # A few rows per node, topic and record type: made in the driver, no Spark job.
+        tally=spark.createDataFrame(tally, schema=RECORD_TALLY_SCHEMA),
         lines=int(counts["lines"]),
         bad_lines=sum(by_reason.values()),
         record_count=int(counts["records"]),

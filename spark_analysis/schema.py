@@ -112,6 +112,13 @@ class Ev:
     DEAD_LETTER = "dead_letter"
 
 
+# The field that tells a record tally's rows of one type apart (``detail``): a repair's
+# kind and a drop's reason; other types have none. Spark's tally (cost.record_tally) and
+# loading's per-file one (load.partial_tally) both read it from here.
+TALLY_DETAIL = {Ev.REPAIR: "kind", Ev.DROP: "reason"}
+TALLY_KEYS = ("node", "topic", "ev", "detail")
+
+
 def order_key(prefix: str | None = None) -> Column:
     """A struct that sorts one node's records in the order they were written."""
     cols = [F.col(f"{prefix}.{c}" if prefix else c) for c in ORDER_COLUMNS]

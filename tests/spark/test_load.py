@@ -14,10 +14,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_analysis import parse
+from spark_analysis.cost import record_tally
 from spark_analysis.lines import parse_line
 from spark_analysis.load import BAD_REASONS, LoadResult, load_traces, rank_of
 from spark_analysis.location import OutDir
 from spark_analysis.schema import LIVE_RANK
+from tests.spark.helpers import assert_df_equal
 
 GOOD = [
     {
@@ -306,3 +308,48 @@ def test_a_folder_without_trace_files_gives_no_records(spark: SparkSession, tmp_
     loaded = _load(spark, str(tmp_path / "traces"), tmp_path / "out")
     assert (loaded.lines, loaded.record_count, loaded.bad_lines) == (0, 0, 0)
     assert loaded.records.count() == 0
+
+
+def test_the_tally_counted_while_loading_is_record_tally_of_the_records(
+    spark: SparkSession, trace_dir: Path, tmp_path: Path
+) -> None:
+    """Per file in the workers, summed in the driver: the same rows as Spark's tally of
+    the loaded records (counts, dups, latest ts per node, topic, type and detail), with
+    one node's records split over two files and another run's records left out."""
+    def rec(ts: float, ev: str, run: str = "r1", **fields: object) -> str:
+        return json.dumps({"ts": ts, "node": "0c", "ev": ev, "run": run, **fields})
+
+    recv = {"topic": "t", "msg_id": "m1", "from": "0a", "hop": 1}
+    _write(
+        trace_dir / "0c.jsonl.1",
+        [
+            rec(1.0, "recv", **recv, dup=False),
+            rec(2.0, "recv", **recv, dup=True),
+            rec(2.5, "recv", **recv),  # dup absent: not a duplicate
+            rec(3.0, "repair", topic="t", kind="rejoin"),
+            rec(4.0, "drop", topic="t", reason="ttl"),
+            rec(4.5, "drop", topic="t", reason="ttl", run="r2"),
+            rec(5.0, "lookup", key="ff", hops=2, ok=True),  # no topic
+        ],
+    )
+    _write(
+        trace_dir / "0c.jsonl",
+        [
+            rec(6.0, "recv", **recv, dup=True),
+            rec(7.0, "repair", topic="t", kind="parent"),
+            rec(8.0, "drop", topic="t", reason="ttl"),
+            rec(9.0, "drop", topic="u", reason="queue"),
+            rec(9.5, "recv", **recv, dup=True, run="r2"),
+        ],
+    )
+    for run in (None, "r1"):
+        loaded = _load(spark, str(trace_dir), tmp_path / f"out-{run}", run)
+        expected = record_tally(loaded.records)
+        assert_df_equal(loaded.tally, expected, check_schema=True)
+        rows = {(r["node"], r["topic"], r["ev"], r["detail"]): r for r in loaded.tally.collect()}
+        c_recv = rows[("0c", "t", "recv", None)]
+        assert (c_recv["n"], c_recv["dups"]) == ((5, 3) if run is None else (4, 2))
+        c_ttl = rows[("0c", "t", "drop", "ttl")]
+        assert (c_ttl["n"], c_ttl["last_ts"]) == ((3, 8.0) if run is None else (2, 8.0))
+        assert rows[("0c", None, "lookup", None)]["n"] == 1
+        assert {d for (_, _, ev, d) in rows if ev == "repair"} == {"rejoin", "parent"}
