@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Protocol
 
+from chord.kbr import NodeRef
 from overlay.core.messages import Message
 from scribe.messages import (
     DigestUpdate,
@@ -52,6 +53,10 @@ class TreeEvents(Protocol):
     def taking_over(self, now: float, topic: str, events: tuple[EventBody, ...],
                     counter: int) -> None:
         """A former root handed ``events`` of ``topic`` over."""
+
+    def member_ahead(self, now: float, topic: str, member: NodeRef, position: int) -> None:
+        """At the root: ``member`` handled ``topic`` up to ``position``, past the counter
+        (``RootPulls.member_ahead``)."""
 
     def recovered(self, now: float, topic: str) -> None:
         """What the topic's recovery waited for has come: number its held publishes."""
@@ -261,11 +266,10 @@ class Membership:
         s = self.s
         digest = Digest.from_wire(join.digest, s.config.summary_max_filters)
         if tree.is_root and join.through is not None and \
-                join.through > (tree.stream.through or 0):
-            # The joiner has handled numbers this root never gave (the counter was lost
-            # with every replica): number on above them rather than again.
-            s.note_seq(tree.topic, join.through)
-            tree.stream.through = max(tree.stream.through or 0, join.through)
+                join.through > s.seq.get(tree.topic, 0):
+            # The joiner has handled numbers this root never gave: gather them, and
+            # number on above them rather than again.
+            self.events.member_ahead(now, tree.topic, join.joiner, join.through)
         s.add_child(now, tree, join.joiner, digest, join.version)
         through = tree.stream.through
         tree.children[join.joiner.id].vouch(through)

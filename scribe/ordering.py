@@ -111,6 +111,9 @@ class Ordering:
         """This node took the root role: send down, in order, what it holds (adopted from
         the former root's replicas) beyond what it handled as a member."""
         st = tree.stream
+        # Copies it held back as a member are numbered events of the topic: it numbers
+        # on after them.
+        self.s.note_seq(tree.topic, max([*st.held, *st.catch_up_events], default=0))
         counter = self.s.seq.get(tree.topic, 0)
         # What it retains, and the copies it held back as a member (waiting for a gap to
         # fill or a catch-up), go down in seq order.
@@ -121,18 +124,24 @@ class Ordering:
         start_at = counter if st.through is None else max(st.through, counter)
         st.held.clear()
         st.catch_up_after = None
+        st.catch_up_events.clear()
+        st.catch_up_through = None
         st.through = start_at
 
     def unsent(self, tree: TopicTree, through: int) -> list[EventBody]:
         """At the root: the events up to ``through`` that it holds (its log, copies held
-        back as a member) and its tree has not handled, in seq order. The counter can move
-        past the tree's position without them going down: events restored from members
-        or synced by another root (a healed partition) join the log, not the tree, and
-        the next event sent down would vouch for them (``prev``) to every child."""
+        back as a member: waiting for a gap to fill, or gathered for a catch-up) and its
+        tree has not handled, in seq order. The counter can move past the tree's position
+        without them going down: events restored from members or synced by another root
+        (a healed partition) join the log, not the tree, and the next event sent down
+        would vouch for them (``prev``) to every child."""
         st = tree.stream
         if st.through is None or st.through >= through:
             return []
         bodies = {seq: ev.body for seq, ev in st.held.items() if st.through < seq <= through}
+        for seq, body in st.catch_up_events.items():
+            if st.through < seq <= through:
+                bodies.setdefault(seq, body)
         log = self.root_log(tree.topic)
         if log is not None:
             for body in log.between(st.through, through, len(log)):

@@ -33,20 +33,13 @@ class RootPulls:
         """A routed pull reached the topic's key: answer it from the retained events."""
         s = self.s
         topic = pull.topic
-        if pull.after > s.seq.get(topic, 0) and topic in s.numbering \
-                and topic not in s.recovering:
-            # The puller handled numbers this root never gave (its counter was lost
-            # with every copy; or it was numbered on the other side of a partition):
-            # gather what it holds of them, as a recovering root does, and number on
-            # above them. They go down this root's tree before its next event
-            # (``Ordering.unsent``): its own members may not have them.
-            s.recover_until(now, topic, now + 2 * s.config.replica_timeout)
-        if topic in s.recovering:
+        if topic in s.recovering or (pull.after > s.seq.get(topic, 0)
+                                     and topic in s.numbering):
             # Gather first: the puller's position, and the events it holds that this
             # root lacks (it may be the only survivor holding them); answer at the end.
             held = s.held_pulls.setdefault(topic, {})
             if pull.child.id not in held:
-                self._ask_restore(topic, pull.child, pull.after)
+                self.member_ahead(now, topic, pull.child, pull.after)
             held[pull.child.id] = pull
             s.note_seq(topic, pull.after)
             return
@@ -65,6 +58,20 @@ class RootPulls:
         s.send(pull.child, Fill(pull.topic, s.me, pull.after, through, tuple(events),
                                 gone_before, routed=True, more=through < released))
 
+
+    def member_ahead(self, now: float, topic: str, member: NodeRef, position: int) -> None:
+        """``member`` handled ``topic`` up to ``position``. Past this root's counter (it was
+        lost with every copy; or numbered on the other side of a partition), the root
+        gathers what the member holds of it, as a recovering root does (publishes and
+        pulls wait), and numbers on above it. What comes goes down this root's tree
+        before its next event (``Ordering.unsent``): its own members may not have it.
+        (Moving the tree's position to the member's would vouch for events it never
+        had.)"""
+        s = self.s
+        if topic not in s.recovering and position > s.seq.get(topic, 0):
+            s.recover_until(now, topic, now + 2 * s.config.replica_timeout)
+        self._ask_restore(topic, member, position)
+        s.note_seq(topic, position)
 
     def _ask_restore(self, topic: str, member: NodeRef, position: int) -> None:
         """A member handled this topic up to ``position``. When this root does not hold

@@ -17,7 +17,9 @@ from scribe.messages import (
     Publish,
     PublishAck,
     Pull,
+    ReplicaSync,
     Replicate,
+    Restore,
 )
 from tests.scribe.helpers import MID, TOPIC, join, make, ref
 
@@ -128,6 +130,23 @@ def test_a_member_re_parented_behind_its_new_parent_catches_up() -> None:
     assert delivered_seqs(host) == []  # the catch-up needs the root's answer
     app.on_direct(9.3, "n300", Fill(TOPIC, ref(300), 4, 6, (ev(6, None).body,), routed=True))
     assert delivered_seqs(host) == [5, 6, 7]
+
+
+def test_a_member_taking_the_root_role_mid_catch_up_sends_down_what_it_gathered() -> None:
+    app, host = member(through=0)
+    for now in (3.0, 4.0, 5.0, 6.0):
+        app.on_timer(now)  # parent 200 silent: re-join
+    app.on_direct(6.1, "n250", JoinAck(TOPIC, ref(250), (300, 250), 1))
+    # The new parent's answer to the catch-up (from 0) comes; the root's has not.
+    app.on_direct(6.5, "n250", Fill(TOPIC, ref(250), 0, 1, (ev(1, None).body,)))
+    assert delivered_seqs(host) == []
+    # The ring makes this node the key's owner (its side of a split, say) meanwhile.
+    host.responsible_for.add(MID)
+    host.clear()
+    app.update(7.0, ref(999), True)
+    assert delivered_seqs(host) == [1]  # not dropped with the catch-up
+    app.publish(7.5, TOPIC, {}, msg_id="aa", reliable=False)
+    assert delivered_seqs(host) == [1, 2]  # numbered after it
 
 
 def test_a_catch_up_goes_on_without_a_parent_that_does_not_answer() -> None:
@@ -278,12 +297,21 @@ def test_a_new_root_sends_on_what_its_replica_copies_hold_beyond_its_own_positio
 
 
 def test_a_join_carrying_a_higher_position_moves_a_counter_that_was_lost() -> None:
-    app, host = make(200, root=True, config=ScribeConfig(replicas=0))
+    config = ScribeConfig(replicas=0)
+    app, host = make(200, root=True, config=config)
     app.subscribe(0.0, TOPIC, "", 1)
     app.deliver(0.1, MID, replace(join(101), through=40), 1)
-    assert host.sent_of(JoinAck)[0][1].through == 40
+    # The joiner handled numbers this root never gave: the root gathers them from it (its
+    # own position goes in the ack: its tree never had them), holding publishes meanwhile.
+    assert host.sent_of(JoinAck)[0][1].through == 0
+    assert host.sent_of(Restore) == [("n101", Restore(TOPIC, ref(200), 0))]
     app.publish(1.0, TOPIC, {}, msg_id="aa")
-    assert delivered_seqs(host) == [41]
+    assert delivered_seqs(host) == []
+    app.on_direct(1.5, "n101", ReplicaSync(TOPIC, 40, ref(101), (ev(39, None).body,
+                                                                 ev(40, None).body)))
+    app.on_timer(0.1 + 2 * config.replica_timeout)
+    # What it gathered goes down its tree first; numbering goes on above it.
+    assert delivered_seqs(host) == [39, 40, 41]
 
 
 def test_a_root_taking_the_key_over_blind_waits_for_members_positions_before_numbering(
