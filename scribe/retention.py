@@ -498,11 +498,18 @@ class Retention:
         # counter) a member's events join its own buffer; anywhere else they are a
         # replica's copies: at a root that numbers on, another root's (see on_replicate).
         gathering = msg.topic in s.recovering
-        table = self.root if gathering else self.replica
-        first = msg.events[0].seq or 1 if msg.events else msg.seq + 1
-        self._store(now, table, msg.topic, first, msg.events)
-        if msg.events:
-            self.durability.write(AppendEvents(msg.topic, msg.events))
+        if gathering and msg.events and msg.topic in self.root:
+            # Taken in as a handover's events are (scribe.merge): a member may have
+            # handled another lineage's numbers (the other side of a healed partition),
+            # whose events must not fill this root's holes, nor move its own events to
+            # their numbers: a clash forks, and both sides' events move on.
+            self.adopt_events(now, msg.topic, msg.events, msg.seq)
+        else:
+            table = self.root if gathering else self.replica
+            first = msg.events[0].seq or 1 if msg.events else msg.seq + 1
+            self._store(now, table, msg.topic, first, msg.events)
+            if msg.events:
+                self.durability.write(AppendEvents(msg.topic, msg.events))
         if gathering or msg.topic not in s.numbering:
             s.note_seq(msg.topic, msg.seq)
             self.durability.write(NoteCounter(msg.topic, msg.seq))

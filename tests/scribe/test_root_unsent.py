@@ -76,3 +76,23 @@ def test_a_merge_counts_as_handled_only_what_went_down_the_tree() -> None:
     assert sorted(moved) == [("bb", 5), ("cc", 7), ("d1", 4), ("e3", 6)]
     # This node's subscription had d1 (under 2), never e3: e3 is delivered, d1 is not.
     assert [(e.msg_id, e.seq) for _, e in host.delivered] == [("bb", 5), ("e3", 6), ("cc", 7)]
+
+
+def test_a_gathering_root_merges_what_a_member_of_another_lineage_gives_it() -> None:
+    app, host = root_with_a_child()
+    for i, msg_id in enumerate(("bb", "b5")):
+        app.publish(0.6 + 0.1 * i, TOPIC, {}, msg_id=msg_id, reliable=False)  # 2, 3
+    # Member 120 handled up to 4 on the other side of a healed partition, where b5 (a
+    # publish retried across the heal) was numbered 4 and e3 took 3.
+    app.deliver(2.0, MID, Pull(TOPIC, ref(120), 4, join(120, "").digest), 1)
+    app.on_direct(2.1, "n120", ReplicaSync(TOPIC, 4, ref(120), (body("b5", 4),)))
+    log = app.publishing.retention.log(TOPIC)
+    assert log is not None and log.by_msg["b5"] == 3  # not moved to the other's number
+    host.clear()
+    app.on_direct(2.2, "n120", ReplicaSync(TOPIC, 4, ref(120), (
+        replace(body("e3", 3), ts=1.0), body("b5", 4))))
+    # e3 clashes with b5 at 3: merged (moved after both counters), not left in a hole
+    # this root's tree had passed.
+    assert log.by_msg["e3"] == 5 and log.by_msg["b5"] == 3
+    app.on_timer(2.0 + 2 * CONFIG.replica_timeout)
+    assert [(e.msg_id, e.seq) for _, e in host.delivered] == [("e3", 5)]
