@@ -543,8 +543,8 @@ class _PartLinks:
     def recovered(self, now: float, topic: str) -> None:
         self.app.repair.end_recovery(now, topic)
 
-    def member_ahead(self, now: float, topic: str, member: NodeRef, position: int) -> None:
-        self.app.root_pulls.member_ahead(now, topic, member, position)
+    def gather_from(self, now: float, topic: str, member: NodeRef, position: int) -> None:
+        self.app.root_pulls.gather_from(now, topic, member, position)
 
     def seen(self, tree: TopicTree, seq: int) -> bool:
         return self.app.ordering.seen(tree, seq)

@@ -54,9 +54,9 @@ class TreeEvents(Protocol):
                     counter: int) -> None:
         """A former root handed ``events`` of ``topic`` over."""
 
-    def member_ahead(self, now: float, topic: str, member: NodeRef, position: int) -> None:
+    def gather_from(self, now: float, topic: str, member: NodeRef, position: int) -> None:
         """At the root: ``member`` handled ``topic`` up to ``position``, past the counter
-        (``RootPulls.member_ahead``)."""
+        (``RootPulls.gather_from``)."""
 
     def recovered(self, now: float, topic: str) -> None:
         """What the topic's recovery waited for has come: number its held publishes."""
@@ -269,7 +269,7 @@ class Membership:
                 join.through > s.seq.get(tree.topic, 0):
             # The joiner has handled numbers this root never gave: gather them, and
             # number on above them rather than again.
-            self.events.member_ahead(now, tree.topic, join.joiner, join.through)
+            self.events.gather_from(now, tree.topic, join.joiner, join.through)
         s.add_child(now, tree, join.joiner, digest, join.version)
         through = tree.stream.through
         tree.children[join.joiner.id].vouch(through)

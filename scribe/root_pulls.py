@@ -39,9 +39,10 @@ class RootPulls:
             # root lacks (it may be the only survivor holding them); answer at the end.
             held = s.held_pulls.setdefault(topic, {})
             if pull.child.id not in held:
-                self.member_ahead(now, topic, pull.child, pull.after)
+                self.gather_from(now, topic, pull.child, pull.after)
+            else:
+                s.note_seq(topic, pull.after)
             held[pull.child.id] = pull
-            s.note_seq(topic, pull.after)
             return
         log = self.root_log(pull.topic)
         if log is None or pull.digest is None:
@@ -59,11 +60,12 @@ class RootPulls:
                                 gone_before, routed=True, more=through < released))
 
 
-    def member_ahead(self, now: float, topic: str, member: NodeRef, position: int) -> None:
-        """``member`` handled ``topic`` up to ``position``. Past this root's counter (it was
-        lost with every copy; or numbered on the other side of a partition), the root
-        gathers what the member holds of it, as a recovering root does (publishes and
-        pulls wait), and numbers on above it. What comes goes down this root's tree
+    def gather_from(self, now: float, topic: str, member: NodeRef, position: int) -> None:
+        """``member`` handled ``topic`` up to ``position``: the root asks it for what it
+        holds of that and the root lacks, and numbers on above it. Past this root's
+        counter (it was lost with every copy; or numbered on the other side of a
+        partition), the root gathers as a recovering root does (publishes and pulls
+        wait). What comes goes down this root's tree
         before its next event (``Ordering.unsent``): its own members may not have it.
         (Moving the tree's position to the member's would vouch for events it never
         had.)"""

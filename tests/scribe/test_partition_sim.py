@@ -96,13 +96,11 @@ def test_the_replay_after_the_heal_has_each_event_once() -> None:
 # -- the lab's shape: a few nodes, 5% loss, each side publishing its own run ------------------
 
 
-def lab_like(seed: int) -> tuple[World, list[str], bool]:
+def lab_like(seed: int) -> tuple[World, list[str]]:
     """The shape of the namespace lab (tests/deploy/test_lab.py) drawn from ``seed``: 5 to
     10 nodes, 5% loss, subscriptions on up to four, a first event, a split into halves, a
     run of six reliable events on each side (one after the other, or overlapping), the
-    heal. Returns the world, the subscribers, and whether the first event was numbered
-    before the split reached the subscribers (when it was not, a subscriber that lost its
-    parent before it learned its start may begin after it)."""
+    heal. Returns the world and the subscribers."""
     shape = random.Random(seed * 7919)
     nodes = shape.choice([5, 6, 6, 8, 10])
     overlapping = shape.choice([False, True])
@@ -134,12 +132,12 @@ def lab_like(seed: int) -> tuple[World, list[str], bool]:
     heal = second + 3 + rng.uniform(0, 5)
     sim.at(heal, sim.heal)
     sim.run(until=heal + 40)
-    return world, subscribers, split > 9
+    return world, subscribers
 
 
 @pytest.mark.parametrize("seed", [183, 424])
 def test_the_lab_shape_delivers_every_acknowledged_event_once_in_order(seed: int) -> None:
-    world, subscribers, _ = lab_like(seed)
+    world, subscribers = lab_like(seed)
     acked = {m for _, m in world.acked}
     assert {f"a{i}" for i in range(6)} | {f"b{i}" for i in range(6)} <= acked
     for addr in subscribers:
