@@ -434,6 +434,8 @@ class ScribeApp:
                 if self.misrouted:
                     self._retry_misrouted(now)
                 self.repair.tick(now)
+                if self.publishing.retention.other_roots:
+                    self._take_in_other_roots(now)
                 if self.misrouted:
                     self.state.wake(now)
                 self.replays.tick(now)
@@ -450,6 +452,17 @@ class ScribeApp:
             # Leases, ack waits, fetch waits and nak delays end at their own times.
             self.consumers.tick(now)
             self.state.wake(now)
+
+    def _take_in_other_roots(self, now: float) -> None:
+        """Another root's copies held past ``takeover_window`` with no handover from it
+        (scribe.other_roots): taken in as its handover."""
+        s, retention = self.state, self.publishing.retention
+        wait = self.config.takeover_window()
+        for topic, other in retention.other_roots.due(now, wait, s.numbering):
+            events = other.events()
+            if events:
+                self.membership.take_in(now, topic, events, other.counter, other.root)
+        s.wake(now)
 
     def next_deadline(self) -> float | None:
         own = self.state.timers.next_deadline()
@@ -537,8 +550,10 @@ class _PartLinks:
         return self.app.publishing.retention.hand_over(now, topic)
 
     def taking_over(self, now: float, topic: str, events: tuple[EventBody, ...],
-                    counter: int) -> None:
-        self.app.publishing.retention.adopt_events(now, topic, events, counter)
+                    counter: int, old_root: NodeRef) -> None:
+        retention = self.app.publishing.retention
+        retention.other_roots.handed_over(topic, old_root)
+        retention.adopt_events(now, topic, events, counter)
 
     def recovered(self, now: float, topic: str) -> None:
         self.app.repair.end_recovery(now, topic)

@@ -51,8 +51,9 @@ class TreeEvents(Protocol):
         """The key moved away: the events retained for ``topic``, to hand over."""
 
     def taking_over(self, now: float, topic: str, events: tuple[EventBody, ...],
-                    counter: int) -> None:
-        """A former root handed ``events`` of ``topic`` over."""
+                    counter: int, old_root: NodeRef) -> None:
+        """A former root (``old_root``) handed ``events`` of ``topic`` over, numbered up
+        to ``counter``."""
 
     def gather_from(self, now: float, topic: str, member: NodeRef, position: int) -> None:
         """At the root: ``member`` handled ``topic`` up to ``position``, past the counter
@@ -185,7 +186,7 @@ class Membership:
 
     def on_handover(self, now: float, msg: RootHandover) -> None:
         s = self.s
-        self.events.taking_over(now, msg.topic, msg.events, msg.seq)
+        self.events.taking_over(now, msg.topic, msg.events, msg.seq, msg.old_root)
         adopt = msg.digest is not None and msg.old_root.id != s.me.id
         tree = s.tree_for(now, msg.topic) if adopt else None
         mine = s.trees.get(msg.topic)
@@ -202,6 +203,16 @@ class Membership:
             self.events.root_taken(now, mine)
         if tree is not None and msg.digest is not None:
             self.accept(now, tree, Join(msg.topic, msg.old_root, msg.digest, msg.version))
+
+    def take_in(self, now: float, topic: str, events: tuple[EventBody, ...], counter: int,
+                old_root: NodeRef) -> None:
+        """At a node that numbers ``topic``: another root's copies, held with no handover
+        from it for a while (scribe.other_roots), taken in as its handover would be: merged
+        with this root's log, and what its tree lacks sent down."""
+        self.events.taking_over(now, topic, events, counter, old_root)
+        tree = self.s.trees.get(topic)
+        if tree is not None and tree.is_root:
+            self.events.root_taken(now, tree)
 
     def announce_path(self, now: float, tree: TopicTree) -> None:
         """This node's path from the root changed: tell the children at once."""

@@ -55,6 +55,7 @@ from scribe.messages import (
     message_runs,
 )
 from scribe.ordering import Ahead
+from scribe.other_roots import OtherRoots
 from scribe.state import ScribeState
 from scribe.stream import Retained
 
@@ -128,6 +129,9 @@ class Retention:
         self.root: dict[str, Retained] = {}
         #: Topic -> copies this node holds for the topic's root.
         self.replica: dict[str, Retained] = {}
+        #: At a node that numbers a topic: other roots' copies, kept apart (two roots for
+        #: one key, a healed partition), until taken in.
+        self.other_roots = OtherRoots()
         #: (topic, msg_id) -> reliable events waiting for replica confirmations.
         self.pending: dict[tuple[str, str], PendingAck] = {}
         #: Topic -> the fork of its last partition merge: a later part of the same
@@ -167,7 +171,9 @@ class Retention:
         return None if retained is None else retained.by_msg.get(msg_id)
 
     def adopt_replica(self, topic: str) -> None:
-        """This node now numbers ``topic``: take over the copies it holds for it."""
+        """This node now numbers ``topic``: take over the copies it holds for it. (Other
+        roots' copies, kept apart, are taken in at its next tick: scribe.other_roots.)"""
+        self.other_roots.hurry(topic)
         copies = self.replica.pop(topic, None)
         if copies is not None:
             self.adopt(topic, copies)
@@ -411,6 +417,8 @@ class Retention:
                 retained.trim(now, cfg.retention_of(topic))
                 if not retained.events:
                     del table[topic]
+        if self.other_roots:
+            self.other_roots.trim(now, cfg.retention_of)
         if self.durability.enabled:
             self._persist_trims()
 
@@ -505,9 +513,14 @@ class Retention:
             # their numbers: a clash forks, and both sides' events move on.
             self.adopt_events(now, msg.topic, msg.events, msg.seq)
         else:
-            table = self.root if gathering else self.replica
             first = msg.events[0].seq or 1 if msg.events else msg.seq + 1
-            self._store(now, table, msg.topic, first, msg.events)
+            if gathering or msg.topic not in s.numbering:
+                table = self.root if gathering else self.replica
+                table[msg.topic] = self._stored(now, table.get(msg.topic), msg.topic, first,
+                                                msg.events)
+            elif msg.events:  # another root's (see on_replicate)
+                other = self.other_roots.copies_of(now, msg.topic, msg.root, msg.seq)
+                other.copies = self._stored(now, other.copies, msg.topic, first, msg.events)
             if msg.events:
                 self.durability.write(AppendEvents(msg.topic, msg.events))
         if gathering or msg.topic not in s.numbering:
@@ -515,13 +528,12 @@ class Retention:
             self.durability.write(NoteCounter(msg.topic, msg.seq))
         s.wake(now)
 
-    def _store(self, now: float, table: dict[str, Retained], topic: str, first: int,
-               events: tuple[EventBody, ...]) -> None:
-        """Keep ``events`` in ``table``'s buffer of ``topic``; a new buffer holds every
-        event from ``first`` on (older ones are not with this node)."""
-        retained = table.get(topic)
+    def _stored(self, now: float, retained: Retained | None, topic: str, first: int,
+                events: tuple[EventBody, ...]) -> Retained:
+        """``retained`` (a buffer of ``topic``'s copies) with ``events`` kept in it; a new
+        buffer holds every event from ``first`` on (older ones are not with this node)."""
         if retained is None:
-            retained = table[topic] = Retained(complete_from=first)
+            retained = Retained(complete_from=first)
         elif events and first < retained.complete_from and _contiguous(events) \
                 and (events[-1].seq or 0) >= retained.complete_from - 1:
             # An older part of a sync split across messages, come after a newer one:
@@ -529,17 +541,23 @@ class Retention:
             retained.complete_from = first
         retained.merge(now, events)
         retained.trim(now, self.s.config.retention_of(topic))
+        return retained
 
     def on_replicate(self, now: float, msg: Replicate) -> None:
         s = self.s
         body = msg.body
         assert body.seq is not None
-        self._store(now, self.replica, body.topic, body.seq, (body,))
-        if body.topic not in s.numbering:
-            # (At a node that numbers the topic, the copy is another root's: a number it
-            # gave is no number this one has, nor events its tree had. Kept, and taken in
-            # only by the merge of that root's log.)
-            s.note_seq(body.topic, body.seq)
+        topic = body.topic
+        if topic not in s.numbering:
+            self.replica[topic] = self._stored(now, self.replica.get(topic), topic, body.seq,
+                                               (body,))
+            s.note_seq(topic, body.seq)
+        else:
+            # The copy is another root's: a number it gave is no number this one has,
+            # nor events its tree had. Kept apart, and taken in only by the merge of
+            # that root's log (its handover, or scribe.other_roots if none comes).
+            other = self.other_roots.copies_of(now, topic, msg.root, body.seq)
+            other.copies = self._stored(now, other.copies, topic, body.seq, (body,))
         ack = ReplicateAck(body.topic, body.msg_id, body.seq, s.me)
         written = self.durability.write(AppendEvents(body.topic, (body,)))
         if not self.durability.after(written, ReplicaCopy(msg.root, ack)):

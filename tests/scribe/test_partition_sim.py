@@ -96,13 +96,15 @@ def test_the_replay_after_the_heal_has_each_event_once() -> None:
 # -- the lab's shape: a few nodes, 5% loss, each side publishing its own run ------------------
 
 
-def lab_like(seed: int) -> tuple[World, list[str]]:
-    """The shape of the namespace lab (tests/deploy/test_lab.py) drawn from ``seed``: 5 to
-    10 nodes, 5% loss, subscriptions on up to four, a first event, a split into halves, a
-    run of six reliable events on each side (one after the other, or overlapping), the
-    heal. Returns the world and the subscribers."""
+def lab_shape(seed: int, sizes: tuple[int, ...] = (5, 6, 6, 8, 10),
+              ) -> tuple[World, list[str], float]:
+    """The shape of the namespace lab (tests/deploy/test_lab.py) drawn from ``seed``, set
+    up and not run: a ring of one of ``sizes``, 5% loss, subscriptions on up to four
+    nodes, a first event, a split into halves, a run of six reliable events on each side
+    (one after the other, or overlapping), the heal. Returns the world, the subscribers
+    and the time of the heal."""
     shape = random.Random(seed * 7919)
-    nodes = shape.choice([5, 6, 6, 8, 10])
+    nodes = shape.choice(sizes)
     overlapping = shape.choice([False, True])
     world = build(seed, nodes, SyncPolicy("always"), NetworkConfig(loss=0.05, jitter=0.01))
     sim, topic = world.sim, TOPICS[0]
@@ -131,7 +133,13 @@ def lab_like(seed: int) -> tuple[World, list[str]]:
         publish(other[0], f"b{i}", second + i * rng.uniform(0.05, 0.5))
     heal = second + 3 + rng.uniform(0, 5)
     sim.at(heal, sim.heal)
-    sim.run(until=heal + 40)
+    return world, subscribers, heal
+
+
+def lab_like(seed: int) -> tuple[World, list[str]]:
+    """The lab's shape (:func:`lab_shape`), run until 40 s after the heal."""
+    world, subscribers, heal = lab_shape(seed)
+    world.sim.run(until=heal + 40)
     return world, subscribers
 
 
