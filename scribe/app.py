@@ -436,6 +436,8 @@ class ScribeApp:
                 self.repair.tick(now)
                 if self.publishing.retention.other_roots:
                     self._take_in_other_roots(now)
+                if self.publishing.retention.unoffered and self.state.host.predecessor():
+                    self._offer_restored(now)
                 if self.misrouted:
                     self.state.wake(now)
                 self.replays.tick(now)
@@ -463,6 +465,21 @@ class ScribeApp:
             if events:
                 self.membership.take_in(now, topic, events, other.counter, other.root)
         s.wake(now)
+
+    def _offer_restored(self, now: float) -> None:
+        """Once back in the ring: the logs this node loaded at start, of topics whose key
+        another node owns, go to that owner as a handover's events. This node may have
+        numbered a topic as the root of its side of a partition and stopped (crashed)
+        before it handed its log over: then what it acknowledged is in no other log the
+        owner will read. The owner merges them (fork-aware); events it holds already
+        change nothing. (Topics whose key this node owns it claims itself.)"""
+        s, retention = self.state, self.publishing.retention
+        for topic in sorted(retention.unoffered):
+            copies = retention.replica.get(topic)
+            if copies is not None and copies.events and not s.host.is_responsible(s.mid(topic)):
+                self.membership.send_log(now, topic, copies.bodies(len(copies)),
+                                         s.seq.get(topic, 0))
+        retention.unoffered.clear()
 
     def next_deadline(self) -> float | None:
         own = self.state.timers.next_deadline()

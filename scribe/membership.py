@@ -12,6 +12,7 @@ which adopts it or pushes it further.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -170,17 +171,23 @@ class Membership:
             current = s.digest_of(tree)
             version = tree.stamp_digest(current)
             digest = s.digest_wire(current)
-        # What it retained goes along, a message's worth per handover: the newest
-        # events with the first (the new root sends down what it lacks of them at once),
-        # older ones after it, each without the digest (they only add to the new root's
-        # buffer). Each message is oldest first.
         bodies = self.events.handing_over(now, topic)
-        runs = [run[::-1] for run in message_runs(bodies[::-1], s.config.sizes)]
-        seq = s.seq.get(topic, 0)
+        self.send_log(now, topic, bodies, s.seq.get(topic, 0), digest, version, live)
+
+    def send_log(self, now: float, topic: str, bodies: Sequence[EventBody], counter: int,
+                 digest: DigestWire | None = None, version: int = 0,
+                 live: bool = False) -> None:
+        """Hand ``bodies`` (a log of ``topic``, oldest first, numbered up to ``counter``)
+        to the key's owner, a message's worth per handover: the newest events with the
+        first (the new root sends down what it lacks of them at once), older ones after
+        it, each without the digest (they only add to the new root's buffer). Each
+        message is oldest first."""
+        s = self.s
+        runs = [run[::-1] for run in message_runs(list(bodies)[::-1], s.config.sizes)]
         for part, run in enumerate(runs):
             # Acknowledged, and routed again until it is (ScribeApp.on_route_failed).
             s.host.route(now, s.mid(topic),
-                         RootHandover(topic, seq, s.me, digest if part == 0 else None,
+                         RootHandover(topic, counter, s.me, digest if part == 0 else None,
                                       version if part == 0 else 0, tuple(run), live),
                          ack=True)
 

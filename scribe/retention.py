@@ -119,6 +119,9 @@ class Retention:
         #: Topics whose log this node loaded at start and has not numbered since: when it
         #: claims one, its replicas may hold what its own log lost (see on_claim).
         self.restored: set[str] = set()
+        #: Topics whose log this node loaded at start and has not offered to the key's
+        #: owner yet (ScribeApp._offer_restored).
+        self.unoffered: set[str] = set()
         #: Until then, every topic counts as restored (the store was refused whole).
         self.lost_until = float("-inf")
         #: Topic -> numbered events not sent down yet: seq -> (event, ready to go).
@@ -655,6 +658,7 @@ class Retention:
                 self.replica[log.topic] = copies
             self._persisted_from[log.topic] = log.complete_from
             self.restored.add(log.topic)
+            self.unoffered.add(log.topic)
             s.note_seq(log.topic, max(log.counter, log.events[-1].seq or 0 if log.events
                                       else 0))
         if logs:  # the tick ages the copies and tells the store what restoring dropped

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scribe import ScribeApp
+from scribe.durability import RestoredLog
 from scribe.messages import ReplicaSync, Replicate, RootHandover
 from tests.scribe.fakekbr import RecordingHost
 from tests.scribe.helpers import MID, TOPIC, body, join, make, ref
@@ -98,3 +99,43 @@ def test_a_root_whose_handover_comes_back_takes_in_the_copies_of_the_root_it_wen
     got = [(e.msg_id, e.seq) for _, e in host.delivered]
     assert ("b2", 4) in got and ("b3", 5) in got
     assert all(m not in {"aa", "dd"} for m, _ in got)
+
+
+# -- a restarted node's logs go to the key's owner -------------------------------------------
+
+
+def restarted(node_id: int, owns_the_key: bool) -> tuple[ScribeApp, RecordingHost]:
+    """Node ``node_id`` loaded a log of the topic (aa, a2, a3: it numbered them as the
+    root of its side of a partition, then crashed before it handed them over)."""
+    app, host = make(node_id, root=owns_the_key, config=CONFIG)
+    log = (body("aa", 1), body("a2", 2), body("a3", 3))
+    app.restore(10.0, [RestoredLog(TOPIC, 3, 1, log)])
+    return app, host
+
+
+def test_a_restarted_node_hands_the_logs_it_loaded_to_the_keys_owner_once_back() -> None:
+    app, host = restarted(120, owns_the_key=False)
+    app.on_timer(10.0 + CONFIG.heartbeat_interval)
+    assert host.routed == []  # not in the ring yet: who owns the key is not known
+    host.pred = ref(100)
+    app.on_timer(10.0 + 2 * CONFIG.heartbeat_interval)
+    handovers = [msg for _, msg in host.routed if isinstance(msg, RootHandover)]
+    assert [(m.seq, m.old_root, m.live, [b.msg_id for b in m.events]) for m in handovers] == [
+        (3, ref(120), False, ["aa", "a2", "a3"])]
+    host.clear()
+    app.on_timer(10.0 + 3 * CONFIG.heartbeat_interval)
+    assert host.routed == []  # once
+
+
+def test_the_owner_merges_a_restarted_nodes_log_and_sends_down_what_its_tree_lacks() -> None:
+    app, host = root_with_a_child()  # aa 1, dd 2 (dd published at 3.0)
+    log = (body("aa", 1), replace(body("a2", 2), ts=2.5), replace(body("a3", 3), ts=2.6))
+    app.deliver(12.0, MID, RootHandover(TOPIC, 3, ref(120), None, 0, log), 2)
+    assert [(e.msg_id, e.seq) for _, e in host.delivered] == [("a2", 4), ("a3", 5)]
+
+
+def test_a_restarted_node_that_owns_the_key_keeps_its_log_to_number_on() -> None:
+    app, host = restarted(150, owns_the_key=True)
+    host.pred = ref(100)
+    app.on_timer(10.0 + CONFIG.heartbeat_interval)
+    assert [msg for _, msg in host.routed if isinstance(msg, RootHandover)] == []
