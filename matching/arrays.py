@@ -133,9 +133,14 @@ class ArrayIndex:
     def add(self, slot: int, filter: Filter, layouts: list[Layout]) -> None:
         """File ``filter`` under ``slot``; ``layouts`` are :func:`array_layouts`'."""
         self._table = None
-        multi = len(layouts) > 1
         self._filters[slot] = filter
-        self._places[slot] = tuple([self._file(slot, layout, multi) for layout in layouts])
+        if len(layouts) == 1:  # the commonest; loops, not comprehensions, in this path
+            self._places[slot] = (self._file(slot, layouts[0], False),)
+            return
+        filed: list[_Filed] = []
+        for layout in layouts:
+            filed.append(self._file(slot, layout, True))
+        self._places[slot] = tuple(filed)
 
     def _grow(self) -> None:
         capacity = max(1024, 2 * self._capacity)
@@ -161,46 +166,59 @@ class ArrayIndex:
         self._alive[conj] = True
         self._multi[conj] = multi
         self._multi_count += multi
-        # Unused checks read column 0 (0.0) within (-inf, inf): always TRUE. Only the
-        # cells that change are written, one at a time (cheaper than a row from a list):
-        # the checks of this conjunction, and those the row's last one left beyond them.
-        coded_attrs: list[str] = []
-        coded_values: list[ValueKey] = []
-        columns, lows, highs = self._columns, self._lows, self._highs
-        for j in range(len(layout.checks), self._checks_of[conj]):
-            columns[conj, j], lows[conj, j], highs[conj, j] = 0, -math.inf, math.inf
-        self._checks_of[conj] = len(layout.checks)
-        for j, atom in enumerate(layout.checks):
-            code = self._attrs.acquire(atom.attr)
-            coded_attrs.append(atom.attr)
-            if atom.keys is None:
-                columns[conj, j], lows[conj, j], highs[conj, j] = \
-                    1 + 2 * code, atom.low, atom.high
-            else:
-                (key,) = atom.keys
-                value = self._values.acquire(key)
-                coded_values.append(key)
-                columns[conj, j], lows[conj, j], highs[conj, j] = 2 + 2 * code, value, value
-        direct = not layout.checks
+        checks = layout.checks
+        coded_attrs: tuple[str, ...] = ()
+        coded_values: tuple[ValueKey, ...] = ()
+        written = self._checks_of[conj]
+        if checks or written:  # a conjunction filed under a pair often has neither
+            # Unused checks read column 0 (0.0) within (-inf, inf): always TRUE. Only the
+            # cells that change are written, one at a time (cheaper than a row from a
+            # list): the checks of this conjunction, and those the row's last one left
+            # beyond them.
+            columns, lows, highs = self._columns, self._lows, self._highs
+            for j in range(len(checks), written):
+                columns[conj, j], lows[conj, j], highs[conj, j] = 0, -math.inf, math.inf
+            self._checks_of[conj] = len(checks)
+            attrs: list[str] = []
+            values: list[ValueKey] = []
+            attr_code, value_code = self._attrs.acquire, self._values.acquire
+            for j, atom in enumerate(checks):
+                attrs.append(atom.attr)
+                code = attr_code(atom.attr)
+                if atom.keys is None:
+                    columns[conj, j], lows[conj, j], highs[conj, j] = \
+                        1 + 2 * code, atom.low, atom.high
+                else:
+                    (key,) = atom.keys
+                    value = value_code(key)
+                    values.append(key)
+                    columns[conj, j], lows[conj, j], highs[conj, j] = \
+                        2 + 2 * code, value, value
+            coded_attrs, coded_values = tuple(attrs), tuple(values)
+        direct = not checks
         place: _Place
-        paths: tuple[_Path, ...]
-        if len(layout.access) == 2:
-            first, second = layout.access
-            paths = tuple([(first.attr, a, second.attr, b)
-                           for a in first.keys or () for b in second.keys or ()])
-            for path in paths:
-                self._pairs.put(path, conj, direct)
-            place = ("pair", paths)
-        elif layout.access:
-            (only,) = layout.access
-            paths = tuple([(only.attr, key) for key in only.keys or ()])
-            for path in paths:
+        found: list[_Path] = []
+        path: _Path
+        access = layout.access
+        if len(access) == 2:
+            first, second = access
+            for a in first.keys or ():
+                for b in second.keys or ():
+                    path = (first.attr, a, second.attr, b)
+                    self._pairs.put(path, conj, direct)
+                    found.append(path)
+            place = ("pair", tuple(found))
+        elif access:
+            (only,) = access
+            for key in only.keys or ():
+                path = (only.attr, key)
                 leaf(self._equal, path, Posting).put(conj, direct)
-            place = ("eq", paths)
+                found.append(path)
+            place = ("eq", tuple(found))
         else:
             assert layout.ranged is not None  # no equality access: a range one
-            place = ("range", self._file_range(conj, layout.ranged, len(layout.checks) > 1))
-        return conj, place, tuple(coded_attrs), tuple(coded_values)
+            place = ("range", self._file_range(conj, layout.ranged, len(checks) > 1))
+        return conj, place, coded_attrs, coded_values
 
     def _file_range(self, conj: int, atom: Atom, checked: bool) -> _SegmentPlace:
         """File under an interval; ``checked`` when the conjunction says more."""
