@@ -149,7 +149,11 @@ def leaf(root: Nested, path: tuple[Hashable, ...], make: Callable[[], LeafT]) ->
     made when missing."""
     node = root
     for step in path[:-1]:
-        node = node.setdefault(step, {})
+        # Not setdefault(step, {}): that makes (and drops) a dict at every step.
+        inner = node.get(step)
+        if inner is None:
+            inner = node[step] = {}
+        node = inner
     found: LeafT | None = node.get(path[-1])
     if found is None:
         found = node[path[-1]] = make()
@@ -164,6 +168,20 @@ def drop_from_leaf(root: Nested, path: tuple[Hashable, ...], entry: int) -> None
             del by_value[path[1]]
             if not by_value:
                 del root[path[0]]
+        return
+    if len(path) == 4:  # a pair's (attribute, value, attribute, value), unrolled too
+        first, key, second, other = path
+        by_key = root[first]
+        by_second = by_key[key]
+        by_other = by_second[second]
+        if by_other[other].drop(entry):
+            del by_other[other]
+            if not by_other:
+                del by_second[second]
+                if not by_second:
+                    del by_key[key]
+                    if not by_key:
+                        del root[first]
         return
     nodes = [root]
     for step in path[:-1]:
