@@ -42,8 +42,9 @@ def value_key(value: Value) -> ValueKey:
 
 
 # Accesses and plans are named tuples, not frozen dataclasses: every filter added makes
-# a few of each, and a frozen dataclass costs two to three times more to make (each
-# field set through object.__setattr__). None of them is compared with a plain tuple.
+# a few of each, and a frozen dataclass sets each field through object.__setattr__
+# (timeit: a Range 2.8x as costly to make, an Equals about the same). None of them is
+# compared with a plain tuple.
 
 
 class Equals(NamedTuple):
