@@ -11,7 +11,7 @@ TRUE.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from matching.ast import (
     MIRRORED,
@@ -41,16 +41,20 @@ def value_key(value: Value) -> ValueKey:
     return (BOOL_TAG, value) if isinstance(value, bool) else value
 
 
-@dataclass(frozen=True)
-class Equals:
+# Accesses and plans are named tuples, not frozen dataclasses: every filter added makes
+# a few of each, and a frozen dataclass sets each field through object.__setattr__
+# (timeit: a Range 2.8x as costly to make, an Equals about the same). None of them is
+# compared with a plain tuple.
+
+
+class Equals(NamedTuple):
     """The attribute equals one of ``keys`` (value keys)."""
 
     attr: str
     keys: frozenset[ValueKey]
 
 
-@dataclass(frozen=True)
-class Range:
+class Range(NamedTuple):
     """The attribute is a value of ``kind`` ("num" or "str") within the bounds (None is
     unbounded)."""
 
@@ -79,8 +83,7 @@ class Range:
         return Range(self.attr, self.kind, low, low_inclusive, high, high_inclusive)
 
 
-@dataclass(frozen=True)
-class Present:
+class Present(NamedTuple):
     """The attribute is present with a non-null value."""
 
     attr: str
@@ -126,35 +129,34 @@ def access_of(pred: Expr) -> tuple[Access, bool] | None:
             return Equals(pred.attr.name, frozenset([parts[0]])), True
     if isinstance(pred, IsNull):
         return (Present(pred.attr.name), True) if pred.negated else None
-    if isinstance(pred, Between | In | Like):
+    if isinstance(pred, (Between, In, Like)):  # a tuple: ``|`` makes a union per call
         return Present(pred.attr.name), False
     return None
 
 
-class Analysis:
-    """:func:`access_of` of each predicate of a filter, worked out once for every step
-    of one ``add`` that asks (the plan, its pair and pending check, the bulk index's
-    atoms): each asks of the same predicates, at about 2 us a time."""
-
-    __slots__ = ("_known",)
-
-    def __init__(self) -> None:
-        #: id(pred) -> (pred, its access): the predicate is kept, so its id stays its own.
-        self._known: dict[int, tuple[Expr, tuple[Access, bool] | None]] = {}
-
-    def __call__(self, pred: Expr) -> tuple[Access, bool] | None:
-        known = self._known.get(id(pred))
-        if known is None:
-            known = self._known[id(pred)] = (pred, access_of(pred))
-        return known[1]
-
-
-#: What tells a predicate's access: :func:`access_of` itself, or an :class:`Analysis`.
+#: What tells a predicate's access: :func:`access_of` itself, or a :func:`remembered_access`.
 AccessOf = Callable[[Expr], tuple[Access, bool] | None]
 
 
-@dataclass(frozen=True)
-class Plan:
+def remembered_access() -> AccessOf:
+    """:func:`access_of`, worked out once per predicate for every step of one ``add``
+    that asks (the plan, its pair and pending check, the bulk index's atoms): each asks
+    of the same predicates, at about 1 us a time. A closure, not an object with
+    ``__call__``: CPython calls those through a slow path, several times per add."""
+    #: id(pred) -> (pred, its access): the predicate is kept, so its id stays its own.
+    known: dict[int, tuple[Expr, tuple[Access, bool] | None]] = {}
+
+    def remembered(pred: Expr) -> tuple[Access, bool] | None:
+        found = known.get(id(pred))
+        if found is None:
+            found = known[id(pred)] = (pred, access_of(pred))
+        return found[1]
+    return remembered
+
+
+
+
+class Plan(NamedTuple):
     """How to find a conjunction: ``access`` (None: nothing to look up, check it on
     every event), then ``rest`` must all be TRUE. ``never``: it can never be TRUE."""
 
@@ -167,18 +169,29 @@ def plan(conjunction: Sequence[Expr], access_of: AccessOf = access_of) -> Plan:
     """The most selective access of a conjunction of negation-normal predicates:
     an equality (fewest values), else a numeric interval (bounds on one attribute
     merged), else a string range, else presence."""
-    found = [(pred, access_of(pred)) for pred in conjunction]
-    equalities = [(p, a) for p, (a, exact) in _known(found) if isinstance(a, Equals) and exact]
-    if equalities:
-        pred, fewest = min(equalities, key=lambda pa: len(pa[1].keys))
-        return Plan(fewest, tuple(p for p in conjunction if p is not pred))
+    # One pass over the predicates (run for every conjunction an index files).
+    found: list[tuple[Expr, Access, bool]] = []
+    fewest: tuple[Expr, Equals] | None = None
+    for pred in conjunction:
+        known = access_of(pred)
+        if known is None:
+            continue
+        access, exact = known
+        if exact and isinstance(access, Equals) and (
+                fewest is None or len(access.keys) < len(fewest[1].keys)):
+            fewest = (pred, access)  # the first of the fewest values
+        found.append((pred, access, exact))
+    if fewest is not None:
+        chosen = fewest[0]
+        return Plan(fewest[1], tuple([p for p in conjunction if p is not chosen]))
     numeric: dict[str, tuple[Range, list[Expr]]] = {}
     string_range: tuple[Expr, Access] | None = None
     present: tuple[Expr, Access, bool] | None = None
-    for pred, (access, exact) in _known(found):
+    for pred, access, exact in found:
         if isinstance(access, Range) and access.kind == "num":
-            merged, preds = numeric.get(access.attr, (access, []))
-            numeric[access.attr] = (merged.intersect(access), [*preds, pred])
+            merged = numeric.get(access.attr)
+            numeric[access.attr] = (access, [pred]) if merged is None else \
+                (merged[0].intersect(access), [*merged[1], pred])
         elif isinstance(access, Range):
             string_range = string_range or (pred, access)
         elif present is None or (exact and not present[2]):
@@ -197,11 +210,6 @@ def plan(conjunction: Sequence[Expr], access_of: AccessOf = access_of) -> Plan:
         pred, access, exact = present
         return Plan(access, tuple(p for p in conjunction if not (exact and p is pred)))
     return Plan(None, tuple(conjunction))
-
-
-def _known(found: list[tuple[Expr, tuple[Access, bool] | None]]
-           ) -> list[tuple[Expr, tuple[Access, bool]]]:
-    return [(pred, access) for pred, access in found if access is not None]
 
 
 def _weakness(accesses: list[Access]) -> tuple[int, int]:

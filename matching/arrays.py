@@ -38,9 +38,16 @@ from typing import Any, Literal
 
 import numpy as np
 
-from matching.access import AccessOf, ValueKey, access_of, value_key
-from matching.ast import Value, kind_of
-from matching.atoms import CHECK_SLOTS, EXACT_INT, Atom, Layout, atoms_of, layout_of
+from matching.access import AccessOf, ValueKey, access_of
+from matching.ast import Value
+from matching.atoms import CHECK_SLOTS, Atom, Layout, atoms_of, layout_of
+from matching.batches import (
+    batch_column,
+    bracketing_double,
+    owners_of,
+    split_by_event,
+    unique_matches,
+)
 from matching.clusters import drop_from_leaf, leaf
 from matching.normal import Conjunction
 from matching.pairs import PairTable
@@ -56,14 +63,16 @@ _NO_IDS = np.empty(0, np.int64)
 _SegmentPlace = tuple[SegmentKey, bool]
 #: (attribute, value key[, attribute, value key]): where a posting sits in nested dicts
 _Path = tuple[Hashable, ...]
-# Where a conjunction is filed, to undo it (the attribute names and value keys its
-# checks coded are kept beside it).
-_Place = (tuple[Literal["eq"], tuple[_Path, ...]] | tuple[Literal["pair"], tuple[_Path, ...]]
-          | tuple[Literal["range"], _SegmentPlace])
-#: A conjunction's id, place, and the attribute names and value keys its checks coded.
-#: Tuples all the way down, of strings and numbers: the garbage collector stops
-#: tracking them, so that it does not walk the index's hundreds of thousands of them.
-_Filed = tuple[int, _Place, tuple[str, ...], tuple[ValueKey, ...]]
+#: What undoes the filing of a conjunction: its id; where it is filed ("eq" and its
+#: (attribute, value key) paths, end to end; "pair" and its (attribute, value key,
+#: attribute, value key) paths, end to end; "range" and its segment's place); the
+#: attribute names and value keys its checks coded. Tuples of strings and numbers (the
+#: garbage collector stops tracking them) and flat: each one made counts towards the
+#: collector's next pass, and the adds of a bulk copy made the collections of an add
+#: twice as frequent (issue 30).
+_Filed = (tuple[int, Literal["eq"], _Path, tuple[str, ...], tuple[ValueKey, ...]]
+          | tuple[int, Literal["pair"], _Path, tuple[str, ...], tuple[ValueKey, ...]]
+          | tuple[int, Literal["range"], _SegmentPlace, tuple[str, ...], tuple[ValueKey, ...]])
 #: Per attribute: its equality postings by value, its code, whether it has interval
 #: segments, its pair terms by value (:meth:`ArrayIndex._attr_table`).
 _AttrInfo = tuple[dict[ValueKey, Posting] | None, int | None, bool,
@@ -93,6 +102,9 @@ def array_layouts(conjunctions: Sequence[Conjunction] | None, access_of: AccessO
 class ArrayIndex:
     def __init__(self) -> None:
         self._filters: dict[int, Filter] = {}
+        #: Where the conjunctions of each filter are filed: those of one apart (most
+        #: filters), with no tuple around their one record.
+        self._places_of_one: dict[int, _Filed] = {}
         self._places: dict[int, tuple[_Filed, ...]] = {}
         self._attrs: Codes[str] = Codes()
         self._values: Codes[ValueKey] = Codes()
@@ -124,18 +136,24 @@ class ArrayIndex:
 
     def is_clear(self) -> bool:
         """Nothing is left behind (every filter removed)."""
-        return not (self._filters or self._places or self._attrs.code or self._values.code
-                    or self._equal or not self._pairs.is_clear() or self._segments
-                    or self._segments_of or self._multi_count or self._tombstones)
+        return not (self._filters or self._places_of_one or self._places or self._attrs.code
+                    or self._values.code or self._equal or not self._pairs.is_clear()
+                    or self._segments or self._segments_of or self._multi_count
+                    or self._tombstones)
 
     # -- adding and removing -----------------------------------------------------------
 
     def add(self, slot: int, filter: Filter, layouts: list[Layout]) -> None:
         """File ``filter`` under ``slot``; ``layouts`` are :func:`array_layouts`'."""
         self._table = None
-        multi = len(layouts) > 1
         self._filters[slot] = filter
-        self._places[slot] = tuple([self._file(slot, layout, multi) for layout in layouts])
+        if len(layouts) == 1:  # the commonest; loops, not comprehensions, in this path
+            self._places_of_one[slot] = self._file(slot, layouts[0], False)
+            return
+        filed: list[_Filed] = []
+        for layout in layouts:
+            filed.append(self._file(slot, layout, True))
+        self._places[slot] = tuple(filed)
 
     def _grow(self) -> None:
         capacity = max(1024, 2 * self._capacity)
@@ -161,46 +179,57 @@ class ArrayIndex:
         self._alive[conj] = True
         self._multi[conj] = multi
         self._multi_count += multi
-        # Unused checks read column 0 (0.0) within (-inf, inf): always TRUE. Only the
-        # cells that change are written, one at a time (cheaper than a row from a list):
-        # the checks of this conjunction, and those the row's last one left beyond them.
-        coded_attrs: list[str] = []
-        coded_values: list[ValueKey] = []
-        columns, lows, highs = self._columns, self._lows, self._highs
-        for j in range(len(layout.checks), self._checks_of[conj]):
-            columns[conj, j], lows[conj, j], highs[conj, j] = 0, -math.inf, math.inf
-        self._checks_of[conj] = len(layout.checks)
-        for j, atom in enumerate(layout.checks):
-            code = self._attrs.acquire(atom.attr)
-            coded_attrs.append(atom.attr)
-            if atom.keys is None:
-                columns[conj, j], lows[conj, j], highs[conj, j] = \
-                    1 + 2 * code, atom.low, atom.high
-            else:
-                (key,) = atom.keys
-                value = self._values.acquire(key)
-                coded_values.append(key)
-                columns[conj, j], lows[conj, j], highs[conj, j] = 2 + 2 * code, value, value
-        direct = not layout.checks
-        place: _Place
-        paths: tuple[_Path, ...]
-        if len(layout.access) == 2:
-            first, second = layout.access
-            paths = tuple([(first.attr, a, second.attr, b)
-                           for a in first.keys or () for b in second.keys or ()])
-            for path in paths:
-                self._pairs.put(path, conj, direct)
-            place = ("pair", paths)
-        elif layout.access:
-            (only,) = layout.access
-            paths = tuple([(only.attr, key) for key in only.keys or ()])
-            for path in paths:
+        checks = layout.checks
+        coded_attrs: tuple[str, ...] = ()
+        coded_values: tuple[ValueKey, ...] = ()
+        written = self._checks_of[conj]
+        if checks or written:  # a conjunction filed under a pair often has neither
+            # Unused checks read column 0 (0.0) within (-inf, inf): always TRUE. Only the
+            # cells that change are written, one at a time (cheaper than a row from a
+            # list): the checks of this conjunction, and those the row's last one left
+            # beyond them.
+            columns, lows, highs = self._columns, self._lows, self._highs
+            for j in range(len(checks), written):
+                columns[conj, j], lows[conj, j], highs[conj, j] = 0, -math.inf, math.inf
+            self._checks_of[conj] = len(checks)
+            attrs: list[str] = []
+            values: list[ValueKey] = []
+            attr_code, value_code = self._attrs.acquire, self._values.acquire
+            for j, atom in enumerate(checks):
+                attrs.append(atom.attr)
+                code = attr_code(atom.attr)
+                if atom.keys is None:
+                    columns[conj, j], lows[conj, j], highs[conj, j] = \
+                        1 + 2 * code, atom.low, atom.high
+                else:
+                    (key,) = atom.keys
+                    value = value_code(key)
+                    values.append(key)
+                    columns[conj, j], lows[conj, j], highs[conj, j] = \
+                        2 + 2 * code, value, value
+            coded_attrs, coded_values = tuple(attrs), tuple(values)
+        direct = not checks
+        flat: list[Hashable] = []
+        path: _Path
+        access = layout.access
+        if len(access) == 2:
+            first, second = access
+            for a in first.keys or ():
+                for b in second.keys or ():
+                    path = (first.attr, a, second.attr, b)
+                    self._pairs.put(path, conj, direct)
+                    flat.extend(path)
+            return conj, "pair", tuple(flat), coded_attrs, coded_values
+        if access:
+            (only,) = access
+            for key in only.keys or ():
+                path = (only.attr, key)
                 leaf(self._equal, path, Posting).put(conj, direct)
-            place = ("eq", paths)
-        else:
-            assert layout.ranged is not None  # no equality access: a range one
-            place = ("range", self._file_range(conj, layout.ranged, len(layout.checks) > 1))
-        return conj, place, tuple(coded_attrs), tuple(coded_values)
+                flat.extend(path)
+            return conj, "eq", tuple(flat), coded_attrs, coded_values
+        assert layout.ranged is not None  # no equality access: a range one
+        return (conj, "range", self._file_range(conj, layout.ranged, len(checks) > 1),
+                coded_attrs, coded_values)
 
     def _file_range(self, conj: int, atom: Atom, checked: bool) -> _SegmentPlace:
         """File under an interval; ``checked`` when the conjunction says more."""
@@ -220,38 +249,44 @@ class ArrayIndex:
 
     def remove(self, slot: int) -> bool:
         """Forget the filter of ``slot``; False when it is not here."""
-        places = self._places.pop(slot, None)
-        if places is None:
-            return False
+        one = self._places_of_one.pop(slot, None)
+        if one is not None:
+            places: tuple[_Filed, ...] = (one,)
+        else:
+            found = self._places.pop(slot, None)
+            if found is None:
+                return False
+            places = found
+            self._multi_count -= len(places)  # as _file counted them
         self._table = None
         del self._filters[slot]
-        for conj, place, coded_attrs, coded_values in places:
+        for filed in places:
+            conj = filed[0]
             self._alive[conj] = False
-            self._multi_count -= len(places) > 1  # as _file counted it
-            for attr in coded_attrs:
+            for attr in filed[3]:
                 self._attrs.release(attr)
-            for value in coded_values:
+            for value in filed[4]:
                 self._values.release(value)
-            match place:  # the commonest first
-                case ("eq", paths):
-                    for path in paths:
-                        drop_from_leaf(self._equal, path, conj)
+            match filed:  # the commonest first
+                case (_, "eq", flat, _, _):
+                    for at in range(0, len(flat), 2):
+                        drop_from_leaf(self._equal, flat[at:at + 2], conj)
                     self._free_conj.append(conj)
-                case ("range", at):
+                case (_, "range", where, _, _):
                     self._tombstones += 1  # until its segment lets it go
-                    segment = self._segments[at]
+                    segment = self._segments[where]
                     self._release(segment.remove(conj, self._alive))
                     if not len(segment):
                         self._release(segment.dead_ids)
-                        del self._segments[at]
-                        attr = at[0][0]
+                        del self._segments[where]
+                        attr = where[0][0]
                         attr_segments = self._segments_of[attr]
                         attr_segments.remove(segment)
                         if not attr_segments:
                             del self._segments_of[attr]
-                case ("pair", paths):
-                    for path in paths:
-                        self._pairs.drop(path, conj)
+                case (_, "pair", flat, _, _):
+                    for at in range(0, len(flat), 4):
+                        self._pairs.drop(flat[at:at + 4], conj)
                     self._free_conj.append(conj)
         return True
 
@@ -290,7 +325,7 @@ class ArrayIndex:
         # Attribute by attribute, each lookup made for the whole batch in one map.
         for name in sorted(table.keys() & set().union(*events)):
             by_value, code, stabbed, paired = table[name]
-            keys, numbers, big = _column([attrs.get(name) for attrs in events])
+            keys, numbers, big = batch_column([attrs.get(name) for attrs in events])
             if paired is not None:
                 terms.append(list(map(paired.get, keys)))
             if by_value is not None:
@@ -317,8 +352,8 @@ class ArrayIndex:
             high_rows = low_rows.copy()
             for event, places in inexact.items():
                 for column, value in places:
-                    low_rows[event * width + column] = _double(value, -1)
-                    high_rows[event * width + column] = _double(value, 1)
+                    low_rows[event * width + column] = bracketing_double(value, -1)
+                    high_rows[event * width + column] = bracketing_double(value, 1)
         for name, numbers in numeric:
             # NaN (and None) compare with nothing.
             numbered = [e for e, number in enumerate(numbers) if number == number is not None]
@@ -353,9 +388,9 @@ class ArrayIndex:
             # with a value that is no double), exact for the others: a direct segment's
             # window is their answer.
             original = [events[e][name] if e in inexact else None for e in numbered]
-            lower = np.array([values[i] if v is None else _double(v, -1)  # type: ignore[arg-type]  # numbers, by the caller
+            lower = np.array([values[i] if v is None else bracketing_double(v, -1)  # type: ignore[arg-type]  # numbers, by the caller
                               for i, v in enumerate(original)])
-            upper = np.array([values[i] if v is None else _double(v, 1)  # type: ignore[arg-type]  # as above
+            upper = np.array([values[i] if v is None else bracketing_double(v, 1)  # type: ignore[arg-type]  # as above
                               for i, v in enumerate(original)])
         owners = np.array(numbered, np.int64)
         for segment in segments:
@@ -388,7 +423,7 @@ class ArrayIndex:
         conj_parts: list[np.ndarray] = list(found.direct)
         event_parts: list[np.ndarray] = []
         if found.direct and not single:
-            event_parts.append(_spread(found.direct_events, found.direct))
+            event_parts.append(owners_of(found.direct_events, found.direct))
         if found.ranged_direct:
             ids = np.concatenate(found.ranged_direct)
             owners = None if single else np.concatenate(found.ranged_direct_events)
@@ -405,7 +440,7 @@ class ArrayIndex:
             cells = np.take(self._columns, candidates, axis=0)
             if not single:
                 owners = np.concatenate(
-                    ([_spread(found.checked_events, found.checked)] if found.checked else [])
+                    ([owners_of(found.checked_events, found.checked)] if found.checked else [])
                     + found.ranged_events)
                 cells += (owners * width)[:, None]
             low_values = low_rows[cells]
@@ -428,89 +463,10 @@ class ArrayIndex:
         if self._multi_count:  # a filter of several conjunctions may match twice
             twice = self._multi[conj]
             if np.count_nonzero(twice) > 1:
-                slots, owners = _once(slots, owners, twice)
-        results = [slots] if owners is None else _per_event(slots, owners, count)
+                slots, owners = unique_matches(slots, owners, twice)
+        results = [slots] if owners is None else split_by_event(slots, owners, count)
         for event in inexact:  # found with the doubles either side: confirm each
             filters, attrs = self._filters, events[event]
             results[event] = np.array([s for s in results[event].tolist()
                                        if filters[s].matches(attrs)], np.int64)
         return results
-
-def _once(slots: np.ndarray, owners: np.ndarray | None, twice: np.ndarray
-          ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Keep each (event, slot) once, where ``twice`` marks those that may repeat."""
-    once = ~twice
-    if owners is None:
-        pairs = np.sort(slots[twice])
-    else:
-        top = int(slots.max()) + 1
-        pairs = np.sort(owners[twice] * top + slots[twice])
-    # Sorting and keeping the first of each run: np.unique hashes, slower when small.
-    first = np.empty(len(pairs), np.bool_)
-    first[0] = True
-    np.not_equal(pairs[1:], pairs[:-1], out=first[1:])
-    pairs = pairs[first]
-    if owners is None:
-        return np.concatenate([slots[once], pairs]), None
-    return (np.concatenate([slots[once], pairs % top]),
-            np.concatenate([owners[once], pairs // top]))
-
-
-def _per_event(slots: np.ndarray, owners: np.ndarray, count: int) -> list[np.ndarray]:
-    """Split the matched slots by event."""
-    # Event numbers fit 16 bits in any sensible batch: numpy then sorts by radix, O(n).
-    order = np.argsort(owners.astype(np.int16) if count < 2**15 else owners, kind="stable")
-    bounds = np.searchsorted(owners[order], np.arange(count + 1)).tolist()
-    ordered = slots[order]
-    # Slices (views): np.split makes them through several Python calls each.
-    return [ordered[start:end] for start, end in itertools.pairwise(bounds)]
-
-
-def _spread(events: list[int], parts: list[np.ndarray]) -> np.ndarray:
-    """The event of each id of ``parts`` (``events[i]`` for all of ``parts[i]``)."""
-    if len(events) == 1:
-        return np.full(sum(len(p) for p in parts), events[0], np.int64)
-    return np.repeat(np.array(events, np.int64), [len(p) for p in parts])
-
-
-def _column(values: list[Any]) -> tuple[list[Any], list[Any] | None, list[tuple[int, int]]]:
-    """One attribute across a batch (None where an event lacks it): per event its value
-    key (:func:`matching.access.value_key`; None where the value compares with nothing),
-    its number as a double (None or NaN: none; the list None: no event has one), and the
-    events whose integer is no double (event, value): :func:`kind_of`'s rule, with a
-    shortcut for a column of strings or of doubles and integers within 2**53."""
-    kinds = set(map(type, values))
-    kinds.discard(type(None))
-    if kinds <= {str}:
-        return values, None, []
-    if kinds <= {float, int} and all(v == v for v in values) and (  # NaN is not v == v
-            int not in kinds or all(-EXACT_INT <= v <= EXACT_INT for v in values
-                                    if v.__class__ is int)):
-        return values, values, []
-    keys: list[Any] = []
-    numbers: list[Any] = []
-    big: list[tuple[int, int]] = []
-    any_number = False
-    for event, value in enumerate(values):
-        kind = kind_of(value)
-        number = None
-        if kind == "num":
-            any_number = True
-            if isinstance(value, int) and not -EXACT_INT <= value <= EXACT_INT:
-                number = _double(value)
-                big.append((event, value))
-            else:
-                number = float(value)
-        numbers.append(number)
-        keys.append(None if kind is None else value_key(value))
-    return keys, numbers if any_number else None, big
-
-
-def _double(value: int, side: int = 0) -> float:
-    """An integer as the nearest double, or the double next to that on ``side`` (-1
-    below, 1 above): together they bracket the integer."""
-    try:
-        near = float(value)
-    except OverflowError:
-        near = math.inf if value > 0 else -math.inf
-    return near if not side else math.nextafter(near, side * math.inf)

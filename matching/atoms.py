@@ -88,6 +88,8 @@ def atoms_of(conjunction: Sequence[Expr], access_of: AccessOf = access_of
     conjunction is not array-shaped or has no predicate."""
     if not conjunction:
         return None
+    # Run for every conjunction added to a bulk index: a merge only when an attribute
+    # comes twice.
     keys: dict[str, frozenset[ValueKey]] = {}
     ranges: dict[str, Range] = {}
     for pred in conjunction:
@@ -96,13 +98,14 @@ def atoms_of(conjunction: Sequence[Expr], access_of: AccessOf = access_of
             return None
         access = found[0]
         if isinstance(access, Equals):
-            keys[access.attr] = keys.get(access.attr, access.keys) & access.keys
+            attr = access.attr
+            keys[attr] = keys[attr] & access.keys if attr in keys else access.keys
         elif isinstance(access, Range) and access.kind == "num":
-            ranges[access.attr] = ranges[access.attr].intersect(access) \
-                if access.attr in ranges else access
+            attr = access.attr
+            ranges[attr] = ranges[attr].intersect(access) if attr in ranges else access
         else:
             return None
-    if keys.keys() & ranges.keys():
+    if keys and ranges and not keys.keys().isdisjoint(ranges):
         return None  # ``a = 1 AND a > 0``: rare; the general index takes it
     atoms: list[Atom] = []
     for attr, values in keys.items():
@@ -122,25 +125,37 @@ def atoms_of(conjunction: Sequence[Expr], access_of: AccessOf = access_of
 def layout_of(atoms: Sequence[Atom]) -> Layout | None:
     """How to file a conjunction of ``atoms`` (at least one); None when its checks do not
     fit: more than :data:`CHECK_SLOTS`, or an equality of several values left to check."""
-    equalities = [a for a in atoms if a.keys is not None]
-    if len(equalities) > 1:
-        equalities.sort(key=_key_count)
+    if len(atoms) == 1:  # a third of skewed conjunctions: nothing to choose
+        (atom,) = atoms
+        return Layout((atom,), None, ()) if atom.keys is not None \
+            else Layout((), atom, (atom,))
+    equalities: list[Atom] = []
+    for atom in atoms:  # loops, not comprehensions: this runs for every conjunction added
+        if atom.keys is not None:
+            equalities.append(atom)
     access: tuple[Atom, ...] = ()
     ranged: Atom | None = None
-    if len(equalities) >= 2 and \
-            _key_count(equalities[0]) * _key_count(equalities[1]) <= MAX_PAIR_KEYS:
+    if len(equalities) >= 2:
+        equalities.sort(key=_key_count)
         first, second = equalities[0], equalities[1]
-        access = (first, second) if first.attr < second.attr else (second, first)
+        if _key_count(first) * _key_count(second) <= MAX_PAIR_KEYS:
+            access = (first, second) if first.attr < second.attr else (second, first)
+        else:
+            access = (first,)
     elif equalities:
         access = (equalities[0],)
     else:
         # The narrowest interval leaves the fewest candidates to check.
         ranged = min(atoms, key=_width)
-    checks = tuple(a for a in atoms if a not in access)
-    if len(checks) > CHECK_SLOTS or any(a.keys is not None and len(a.keys) != 1
-                                        for a in checks):
+    checks: list[Atom] = []
+    for atom in atoms:
+        if atom not in access:  # atoms name distinct attributes: found by identity
+            if atom.keys is not None and len(atom.keys) != 1:
+                return None
+            checks.append(atom)
+    if len(checks) > CHECK_SLOTS:
         return None
-    return Layout(access, ranged, checks)
+    return Layout(access, ranged, tuple(checks))
 
 
 def _key_count(atom: Atom) -> int:

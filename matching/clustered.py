@@ -40,12 +40,12 @@ from matching.access import (
     BOOL_TAG,
     Access,
     AccessOf,
-    Analysis,
     Equals,
     Present,
     Range,
     necessary_accesses,
     plan,
+    remembered_access,
 )
 from matching.ast import Value, kind_of
 from matching.clusters import (
@@ -132,7 +132,7 @@ class ClusterIndex(Generic[Key]):
 
     def add(self, key: Key, filter: Filter,
             conjunctions: Sequence[Conjunction] | Literal[False] | None = False,
-            analysis: Analysis | None = None) -> None:
+            analysis: AccessOf | None = None) -> None:
         """File ``filter`` under ``key`` (any hashable), replacing what ``key`` had;
         ``conjunctions`` are its :func:`~matching.normal.conjunctions_of`, when the caller
         has them (False: worked out here); ``analysis``: its predicates' accesses, when the
@@ -145,7 +145,7 @@ class ClusterIndex(Generic[Key]):
         if conjunctions is False:
             conjunctions = conjunctions_of(filter.expr)
         self._file_all(key, filter, conjunctions, places,
-                       Analysis() if analysis is None else analysis)
+                       remembered_access() if analysis is None else analysis)
         if not _everywhere(places):
             self._not_everywhere += 1
 
@@ -305,7 +305,12 @@ class ClusterIndex(Generic[Key]):
 
 def _everywhere(places: list[tuple[int, _Place]]) -> bool:
     """Whether a filter filed at ``places`` is TRUE for every event."""
-    return bool(places) and all(place[0] == "always" for _, place in places)
+    # A loop, not all() of a generator: run at every add and remove, where making and
+    # finalizing the generator cost more than the test.
+    for _, place in places:
+        if place[0] != "always":
+            return False
+    return bool(places)
 
 
 def _collect(bucket: Bucket, hits: list[Hashable], pending: list[Pending]) -> None:

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from matching.access import AccessOf, Equals, Range, access_of
 from matching.ast import Expr
@@ -40,9 +39,9 @@ MAX_PAIR_KEYS = 16
 Pending = tuple[str | None, float, bool, float, bool, Hashable, Test | None]
 
 
-@dataclass(frozen=True)
-class Pair:
-    """Both equalities hold: ``first.attr`` sorts before ``second.attr``."""
+class Pair(NamedTuple):
+    """Both equalities hold: ``first.attr`` sorts before ``second.attr``. (A named
+    tuple, as :class:`~matching.access.Equals`: made for many an add.)"""
 
     first: Equals
     second: Equals
@@ -64,7 +63,7 @@ def pair_plan(access: Equals, rest: Sequence[Expr], access_of: AccessOf = access
         return None
     pred, other = best
     pair = Pair(access, other) if access.attr < other.attr else Pair(other, access)
-    return pair, tuple(p for p in rest if p is not pred)
+    return pair, tuple([p for p in rest if p is not pred])
 
 
 def pending_item(rest: Sequence[Expr], key: Hashable, access_of: AccessOf = access_of
@@ -80,7 +79,13 @@ def pending_item(rest: Sequence[Expr], key: Hashable, access_of: AccessOf = acce
                 and rng.kind == "num" and (interval is None or rng.attr == interval.attr):
             interval = rng if interval is None else interval.intersect(rng)
             covered.append(pred)
-    others = [p for p in rest if not any(p is c for c in covered)]
+    others: list[Expr] = []
+    for pred in rest:  # loops, not comprehensions: this runs for every conjunction added
+        for done in covered:
+            if pred is done:
+                break
+        else:
+            others.append(pred)
     check = compile_conjunction(others) if others else None
     if interval is None:
         return (None, -math.inf, True, math.inf, True, key, check)
@@ -144,7 +149,11 @@ def leaf(root: Nested, path: tuple[Hashable, ...], make: Callable[[], LeafT]) ->
     made when missing."""
     node = root
     for step in path[:-1]:
-        node = node.setdefault(step, {})
+        # Not setdefault(step, {}): that makes (and drops) a dict at every step.
+        inner = node.get(step)
+        if inner is None:
+            inner = node[step] = {}
+        node = inner
     found: LeafT | None = node.get(path[-1])
     if found is None:
         found = node[path[-1]] = make()
@@ -159,6 +168,20 @@ def drop_from_leaf(root: Nested, path: tuple[Hashable, ...], entry: int) -> None
             del by_value[path[1]]
             if not by_value:
                 del root[path[0]]
+        return
+    if len(path) == 4:  # a pair's (attribute, value, attribute, value), unrolled too
+        first, key, second, other = path
+        by_key = root[first]
+        by_second = by_key[key]
+        by_other = by_second[second]
+        if by_other[other].drop(entry):
+            del by_other[other]
+            if not by_other:
+                del by_second[second]
+                if not by_second:
+                    del by_key[key]
+                    if not by_key:
+                        del root[first]
         return
     nodes = [root]
     for step in path[:-1]:

@@ -234,7 +234,7 @@ def _any(tests: Sequence[Test]) -> Test:
 
 
 def _compile_normal(expr: Expr) -> Test:
-    if isinstance(expr, And | Or):
+    if isinstance(expr, (And, Or)):  # a tuple: ``|`` makes a union per call
         tests = [_compile_normal(operand) for operand in expr.operands]
         if len(tests) == 1:
             return tests[0]

@@ -33,7 +33,7 @@ from typing import Generic
 import numpy as np
 import numpy.typing as npt
 
-from matching.access import Analysis
+from matching.access import AccessOf, remembered_access
 from matching.arrays import ArrayIndex, array_layouts
 from matching.ast import Value
 from matching.clustered import ClusterIndex, Key
@@ -106,7 +106,7 @@ class _Bulk(Generic[Key]):
         self.free: list[int] = []
 
     def add(self, key: Key, filter: Filter, conjunctions: Sequence[Conjunction] | None,
-            analysis: Analysis) -> None:
+            analysis: AccessOf) -> None:
         layouts = array_layouts(conjunctions, analysis)
         if layouts is None:
             self.rest.add(key, filter, conjunctions, analysis)
@@ -172,7 +172,7 @@ class Index(Generic[Key]):
             self._clusters.add(key, filter)
             return
         conjunctions = conjunctions_of(filter.expr)
-        analysis = Analysis()  # both ask the same of each predicate
+        analysis = remembered_access()  # both ask the same of each predicate
         self._clusters.add(key, filter, conjunctions, analysis)
         self._bulk.add(key, filter, conjunctions, analysis)
 
@@ -181,7 +181,7 @@ class Index(Generic[Key]):
         if self._bulk is None and len(self._clusters) >= self._arrays_from:
             bulk = self._bulk = _Bulk()
             for key, filter in self._clusters.items():
-                bulk.add(key, filter, conjunctions_of(filter.expr), Analysis())
+                bulk.add(key, filter, conjunctions_of(filter.expr), remembered_access())
         return self._bulk
 
     def remove(self, key: Key) -> None:

@@ -39,14 +39,22 @@ def negation_normal_form(expr: Expr, negate: bool = False) -> Expr:
     """``expr`` (or ``NOT expr`` when ``negate``) without NOT nodes, And/Or flattened."""
     if isinstance(expr, Not):
         return negation_normal_form(expr.operand, not negate)
-    if isinstance(expr, And | Or):
+    if isinstance(expr, (And, Or)):  # tuples of classes: ``|`` makes a union per call
         # NOT turns an AND into an OR of negations and vice versa.
         kind = (Or if isinstance(expr, And) else And) if negate else type(expr)
         flat: list[Expr] = []
+        # A tree already in the form (most filters: the parser flattens) is returned
+        # as it is: every filter added to an index comes here.
+        changed = negate
         for operand in expr.operands:
             normal = negation_normal_form(operand, negate)
-            flat.extend(normal.operands if isinstance(normal, kind) else (normal,))
-        return kind(tuple(flat))
+            if isinstance(normal, kind):
+                flat.extend(normal.operands)
+                changed = True
+            else:
+                flat.append(normal)
+                changed = changed or normal is not operand
+        return kind(tuple(flat)) if changed else expr
     if not negate:
         return expr
     if isinstance(expr, Const):
@@ -82,6 +90,12 @@ def disjunctive_normal_form(expr: Expr, bound: int = MAX_CONJUNCTIONS
             out += part
         return out
     if isinstance(expr, And):
+        operands = expr.operands
+        for operand in operands:
+            if isinstance(operand, (And, Or, Const)):
+                break
+        else:  # predicates only (the commonest): one conjunction of them all
+            return [operands] if bound >= 1 else None
         acc: list[Conjunction] = [()]
         for operand in expr.operands:
             part = disjunctive_normal_form(operand, bound)

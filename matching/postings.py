@@ -9,6 +9,9 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
+_NO_IDS = np.empty(0, np.int64)
+_NO_IDS.flags.writeable = False  # shared by every empty posting
+
 
 class Posting:
     """The conjunctions filed under one access, split into those it decides alone and
@@ -40,8 +43,12 @@ class Posting:
 
     def refresh(self) -> None:
         """Make the arrays of the sets again."""
-        self.direct_ids = np.fromiter(self.direct, np.int64, len(self.direct))
-        self.checked_ids = np.fromiter(self.checked, np.int64, len(self.checked))
+        # An empty set shares one empty array (most postings have only one kind): a
+        # change then drops, and a refresh makes, one array instead of two.
+        self.direct_ids = np.fromiter(self.direct, np.int64, len(self.direct)) \
+            if self.direct else _NO_IDS
+        self.checked_ids = np.fromiter(self.checked, np.int64, len(self.checked)) \
+            if self.checked else _NO_IDS
 
 
 class Found:

@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from matching import FilterLimitError, FilterSyntaxError, parse
+from matching.evaluate import compile_conjunction
+from matching.normal import conjunctions_of, negation_normal_form
 from tests.matching.strategies import events, filters
 
 CASES = [
@@ -150,3 +153,24 @@ def test_canonical_text_round_trips(text: str, attrs: dict) -> None:
     again = parse(str(f))
     assert again == f
     assert again.matches(attrs) is f.matches(attrs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(filters, st.lists(events, min_size=1, max_size=4))
+def test_normal_forms_are_exact_and_keep_a_tree_already_in_form(text: str, evs: list[dict]
+                                                                ) -> None:
+    """The DNF is TRUE exactly when the filter is (its shortcut for an AND of predicates
+    included), and the negation normal form of a tree already in that form is that
+    very tree (the index relies on it not to copy every filter it files)."""
+    f = parse(text)
+    if f.expr is None:
+        assert conjunctions_of(None) == [()]
+        return
+    normal = negation_normal_form(f.expr)
+    assert negation_normal_form(normal) is normal
+    conjunctions = conjunctions_of(f.expr)
+    if conjunctions is None:  # beyond the bound: the index files such a filter whole
+        return
+    tests = [compile_conjunction(conjunction) for conjunction in conjunctions]
+    for attrs in evs:
+        assert any(test(attrs) for test in tests) == f.matches(attrs)

@@ -330,3 +330,28 @@ def test_one_add_works_out_each_predicates_access_once(monkeypatch: pytest.Monke
     index.add("k", parse("s0 = 'a' AND s1 = 'b' AND n0 BETWEEN 1 AND 2 AND n1 > 3"))
     assert len(asked) == 4 and len({id(p) for p in asked}) == 4
     assert index.match({"s0": "a", "s1": "b", "n0": 1.5, "n1": 4}) == {"k"}
+
+
+@pytest.mark.parametrize("make", INDEX_KINDS)
+def test_a_key_refiled_between_one_and_several_conjunctions(make: Callable[[], Index]
+                                                            ) -> None:
+    """The bulk index keeps the records of a filter of one conjunction apart from those
+    of several: a key's filter replaced by an OR and back, one way and the other, each
+    time answers as evaluation does, alone and in batches, and once every key is
+    removed nothing is left (no record, no count of conjunctions to deduplicate)."""
+    texts = ["s0 = 'a' AND s1 = 'b'", "(s0 = 'a' AND s1 = 'b') OR n0 BETWEEN 1 AND 2",
+             "s0 = 'a' OR s1 IN ('b', 'c')", "n0 BETWEEN 1 AND 2"]
+    evs = [{"s0": "a", "s1": "b"}, {"n0": 1.5}, {"s0": "a"}, {"s1": "c", "n0": 1},
+           {"s0": "b", "n0": 3}]
+    index, other = make(), parse("s0 = 'a'")
+    for text in texts + texts[::-1]:
+        live = {"k": parse(text), "other": other}
+        for key, f in live.items():
+            index.add(key, f)
+        expected = [_expected(live, attrs) for attrs in evs]
+        assert [index.match(attrs) for attrs in evs] == expected
+        assert [set(m) for m in index.match_many(evs)] == expected
+    index.remove("k")
+    index.remove("other")
+    assert [set(m) for m in index.match_many(evs)] == [set()] * len(evs)
+    assert (index._bulk is None or index._bulk.arrays.is_clear()) and not len(index)
