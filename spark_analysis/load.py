@@ -28,7 +28,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from spark_analysis.location import OutDir, glob_free_prefix, qualified, relative_name
-from spark_analysis.parse import Tally, parse_block
+from spark_analysis.parse import Tally, nulls, parse_block
 from spark_analysis.schema import LIVE_RANK, NORMALIZED_SCHEMA, TALLY_DETAIL, TALLY_KEYS
 
 __all__ = [
@@ -116,7 +116,7 @@ def partial_tally(records: pa.Table) -> pa.Table:
     dups, last_ts). Tallies of parts of the records sum (n, dups) and take the latest
     (last_ts) to the tally of the whole (:func:`merged_tally`)."""
     ev = records.column("ev")
-    detail = pa.nulls(records.num_rows, pa.string())
+    detail = nulls(records.num_rows, pa.string())
     for kind, name in TALLY_DETAIL.items():
         detail = pc.if_else(pc.equal(ev, kind), records.column(name), detail)
     dup = pc.fill_null(records.column("dup"), False).cast(pa.int64())
@@ -168,7 +168,7 @@ def _from_ipc(data: bytes) -> pa.Table:
 def _with_tally_columns(table: pa.Table) -> pa.Table:
     n = table.num_rows
     for f in _TALLY_ARROW:
-        table = table.append_column(f, pa.nulls(n, f.type))
+        table = table.append_column(f, nulls(n, f.type))
     return table
 
 
@@ -185,7 +185,7 @@ def _tally_rows(tally: Tally, file: str, records: pa.Table) -> pa.Table:
         "bad_line": [None] + [tally.samples[r][2] for r in reasons],
     }
     n = len(reasons) + 1
-    rows = {f.name: pa.nulls(n, f.type) for f in _RECORD_ARROW}
+    rows = {f.name: nulls(n, f.type) for f in _RECORD_ARROW}
     rows["src_row"] = pa.array([None] + [tally.samples[r][1] for r in reasons], pa.int64())
     for name, values in columns.items():
         rows[name] = pa.array(values, _TALLY_ARROW.field(name).type)

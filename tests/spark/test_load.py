@@ -10,6 +10,7 @@ import gzip
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
@@ -193,6 +194,22 @@ def test_hop_lines_parse_on_their_narrow_schema_and_others_on_the_full_one() -> 
         records, tally = _parse([odd, *lines])
         assert tally.bad == {} and [r["src_row"] for r in records] == list(range(len(lines) + 1))
     assert _parse(['{"ts":1.0,"node":"0a","ev":"recv","key":"k"}'])[0][0]["key"] == "k"
+
+
+@pytest.mark.parametrize(
+    "n", [0, 1, parse.SHARED_NULL_ROWS, parse.SHARED_NULL_ROWS + 1, parse.SHARED_NULL_ROWS]
+)
+def test_null_columns_of_any_length_and_type_survive_the_arrow_stream(n: int) -> None:
+    # Slices of one shared array per type, which grows past its length (the edge and
+    # one past it, then the edge again from the grown one).
+    table = pa.table({f.name: parse.nulls(n, f.type) for f in parse.per_line.FIELD_SCHEMA})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    back = pa.ipc.open_stream(sink.getvalue()).read_all()
+    assert back.schema == parse.per_line.FIELD_SCHEMA
+    assert back.num_rows == n
+    assert all(column.null_count == n for column in back.columns)
 
 
 def test_constant_names_in_text_are_not_values() -> None:
