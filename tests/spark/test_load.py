@@ -302,6 +302,33 @@ def test_load_counts_writes_parquet_and_filters_run(
     assert sorted(r["ev"] for r in one_run.records.collect()) == ["deliver", "publish"]
 
 
+def test_counts_of_files_in_different_tasks_add_up_and_keep_the_first_sample(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The workers' counts reach the driver through the write's accumulator: summed over
+    the files, and per reason the sample of the first file (by name) and line, whichever
+    task finished first."""
+    d = tmp_path / "traces"
+    good = json.dumps(GOOD[2])
+    _write(d / "b.jsonl", ["", good, "[1]", good])
+    _write(d / "a.jsonl", [good, "", "", good, good])
+    _write(d / "c.jsonl", [good])
+    before = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "1")  # a task per file
+    try:
+        loaded = _load(spark, str(d), tmp_path / "out")
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", before)
+    assert (loaded.lines, loaded.record_count, loaded.bad_lines) == (10, 6, 4)
+    assert loaded.bad_by_reason == {"not a JSON object": 1, "empty line": 3}
+    assert loaded.bad_samples == [
+        {"file": "b.jsonl", "line": "[1]", "reason": "not a JSON object"},
+        {"file": "a.jsonl", "line": "", "reason": "empty line"},
+    ]
+    assert loaded.records.count() == 6
+    assert loaded.tally.groupBy().sum("n").first()[0] == 6
+
+
 def test_spark_finds_the_files_hidden_globbed_and_compressed(
     spark: SparkSession, trace_dir: Path, tmp_path: Path
 ) -> None:
