@@ -7,8 +7,8 @@ against ``*.jsonl*``; it packs them into tasks as its file sources do. Each file
 to a Python worker whole (``mapInArrow``), read by one sequential pass, which is all
 a file system that cannot seek (``ftp://``) offers, and parsed there with Arrow
 (:mod:`parse`). The good records go back to Spark, which writes them as Parquet
-partitioned by ``ev``; each file's line tally rides in the same stream as rows of
-their own (``ev`` null), summed by an :class:`~pyspark.sql.Observation` of that write.
+partitioned by ``ev``; what each file counted besides (lines, bad lines, records and
+their tally) goes to the driver in an accumulator of that write (:class:`Counted`).
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.accumulators import Accumulator, AccumulatorParam
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from spark_analysis.location import OutDir, glob_free_prefix, qualified, relative_name
-from spark_analysis.parse import Tally, parse_block
+from spark_analysis.parse import Tally, nulls, parse_block
 from spark_analysis.schema import LIVE_RANK, NORMALIZED_SCHEMA, TALLY_DETAIL, TALLY_KEYS
 
 __all__ = [
@@ -55,21 +55,6 @@ BAD_REASONS = (
 _ROTATED = re.compile(r"\.jsonl\.(\d+)")
 _INT_MAX = 2**31 - 1
 
-# A task's output: the records, and per file one row of line counts (``lines``) and
-# the file's record tally (``record_tally``, see partial_tally) and one per reason a
-# line was bad (count and first sample); those rows have ``ev`` null.
-TALLY_FIELDS = [
-    T.StructField("lines", T.LongType()),
-    T.StructField("record_tally", T.BinaryType()),
-    T.StructField("bad_reason", T.StringType()),
-    T.StructField("bad_count", T.LongType()),
-    T.StructField("bad_file", T.StringType()),
-    T.StructField("bad_line", T.StringType()),
-]
-PARSED_SCHEMA = T.StructType([*NORMALIZED_SCHEMA.fields, *TALLY_FIELDS])
-_PARSED_ARROW = to_arrow_schema(PARSED_SCHEMA)
-_RECORD_ARROW = to_arrow_schema(NORMALIZED_SCHEMA)
-_TALLY_ARROW = pa.schema([_PARSED_ARROW.field(f.name) for f in TALLY_FIELDS])
 # cost.record_tally's output: (node, topic, ev, detail, n, dups, last_ts).
 RECORD_TALLY_SCHEMA = T.StructType(
     [
@@ -116,7 +101,7 @@ def partial_tally(records: pa.Table) -> pa.Table:
     dups, last_ts). Tallies of parts of the records sum (n, dups) and take the latest
     (last_ts) to the tally of the whole (:func:`merged_tally`)."""
     ev = records.column("ev")
-    detail = pa.nulls(records.num_rows, pa.string())
+    detail = nulls(records.num_rows, pa.string())
     for kind, name in TALLY_DETAIL.items():
         detail = pc.if_else(pc.equal(ev, kind), records.column(name), detail)
     dup = pc.fill_null(records.column("dup"), False).cast(pa.int64())
@@ -165,37 +150,43 @@ def _from_ipc(data: bytes) -> pa.Table:
     return pa.ipc.open_stream(data).read_all()
 
 
-def _with_tally_columns(table: pa.Table) -> pa.Table:
-    n = table.num_rows
-    for f in _TALLY_ARROW:
-        table = table.append_column(f, pa.nulls(n, f.type))
-    return table
+@dataclass
+class Counted:
+    """What the workers counted besides the records: every line (a :class:`Tally`:
+    lines, bad lines by reason, the first of each), the records sent to Spark, and each
+    file's record tally (:func:`partial_tally`, as Arrow IPC bytes).
+
+    It reaches the driver in an accumulator of the write (:class:`CountedParam`), not as
+    rows of their own in the records' stream: those rows made every record carry six
+    more null columns through Arrow, and Spark copy each record once more around the
+    observation that summed them. Spark applies a task's accumulator updates once, when
+    the task of the write's one stage succeeds.
+    """
+
+    lines: Tally = field(default_factory=Tally)
+    records: int = 0
+    record_tallies: list[bytes] = field(default_factory=list)
+
+    def merge(self, other: Counted) -> None:
+        self.lines.merge(other.lines)
+        self.records += other.records
+        self.record_tallies.extend(other.record_tallies)
 
 
-def _tally_rows(tally: Tally, file: str, records: pa.Table) -> pa.Table:
-    """The file's line count and record tally (``records``, as Arrow IPC bytes), and one
-    row per reason with its count and first sample."""
-    reasons = [r for r in BAD_REASONS if tally.bad.get(r)]
-    columns: dict[str, list[Any]] = {
-        "lines": [tally.lines] + [None] * len(reasons),
-        "record_tally": [_ipc_bytes(records)] + [None] * len(reasons),
-        "bad_reason": [None, *reasons],
-        "bad_count": [None] + [tally.bad[r] for r in reasons],
-        "bad_file": [None] + [file] * len(reasons),
-        "bad_line": [None] + [tally.samples[r][2] for r in reasons],
-    }
-    n = len(reasons) + 1
-    rows = {f.name: pa.nulls(n, f.type) for f in _RECORD_ARROW}
-    rows["src_row"] = pa.array([None] + [tally.samples[r][1] for r in reasons], pa.int64())
-    for name, values in columns.items():
-        rows[name] = pa.array(values, _TALLY_ARROW.field(name).type)
-    return pa.table(rows, schema=_PARSED_ARROW)
+class CountedParam(AccumulatorParam[Counted]):
+    def zero(self, value: Counted) -> Counted:
+        return Counted()
+
+    def addInPlace(self, value1: Counted, value2: Counted) -> Counted:
+        value1.merge(value2)
+        return value1
 
 
 def parse_files(
-    batches: Iterator[pa.RecordBatch], root: str, run: str | None
+    batches: Iterator[pa.RecordBatch], root: str, run: str | None, counted: Accumulator[Counted]
 ) -> Iterator[pa.RecordBatch]:
-    """mapInArrow: (path, content) of whole trace files -> records and tally rows.
+    """mapInArrow: (path, content) of whole trace files -> records; what each file
+    counted is added to ``counted``.
 
     Records of another run than ``run`` (when set) are dropped here, before they cost
     a row in Spark; their lines are still counted.
@@ -208,15 +199,19 @@ def parse_files(
             if path.endswith(".gz"):  # as Hadoop's codecs would; rotated files may be
                 data = gzip.decompress(data)
             name = relative_name(path, root)
-            tally, counted = Tally(), []
-            for table in parse_block(data, rank_of(path), name, tally):
+            file = Counted()
+            tallies = []
+            for table in parse_block(data, rank_of(path), name, file.lines):
                 if run is not None:
                     table = table.filter(pc.equal(table.column("run"), run))
                 if table.num_rows:
-                    counted.append(partial_tally(table))
-                    yield from _with_tally_columns(table).to_batches()
+                    file.records += table.num_rows
+                    tallies.append(partial_tally(table))
+                    yield from table.to_batches()
             del data
-            yield from _tally_rows(tally, name, merged_tally(counted)).to_batches()
+            if tallies:
+                file.record_tallies.append(_ipc_bytes(merged_tally(tallies)))
+            counted.add(file)
 
 
 def load_traces(spark: SparkSession, path: str, out: OutDir, run: str | None = None) -> LoadResult:
@@ -231,40 +226,28 @@ def load_traces(spark: SparkSession, path: str, out: OutDir, run: str | None = N
         .load(path)
         .select("path", "content")
     )
-    parsed = files.mapInArrow(partial(parse_files, root=root, run=run), PARSED_SCHEMA)
-    observed = Observation("trace lines")
-    bad = F.struct("bad_reason", "bad_count", "bad_file", "src_row", "bad_line")
-    parsed = parsed.observe(
-        observed,
-        F.coalesce(F.sum("lines"), F.lit(0)).alias("lines"),
-        F.count_if(F.col("ev").isNotNull()).alias("records"),
-        F.collect_list(F.when(F.col("bad_reason").isNotNull(), bad)).alias("bad"),
-        F.collect_list("record_tally").alias("record_tallies"),
+    counted = spark.sparkContext.accumulator(Counted(), CountedParam())
+    records = files.mapInArrow(
+        partial(parse_files, root=root, run=run, counted=counted), NORMALIZED_SCHEMA
     )
-    records = parsed.filter(F.col("ev").isNotNull()).select(*NORMALIZED_SCHEMA.names)
     records.write.mode("overwrite").partitionBy("ev").options(**RECORDS_WRITE_OPTIONS).parquet(
         target
     )
-    counts = observed.get
-    by_reason: dict[str, int] = {}
-    samples: dict[str, tuple[str, int, str]] = {}
-    for row in counts["bad"]:
-        reason = row["bad_reason"]
-        by_reason[reason] = by_reason.get(reason, 0) + int(row["bad_count"])
-        sample = (row["bad_file"], int(row["src_row"]), row["bad_line"])
-        if reason not in samples or sample[:2] < samples[reason][:2]:
-            samples[reason] = sample
-    reasons = [name for name in BAD_REASONS if name in by_reason]
-    tally = merged_tally([_from_ipc(data) for data in counts["record_tallies"]])
+    found = counted.value
+    by_reason = {r: found.lines.bad[r] for r in BAD_REASONS if found.lines.bad.get(r)}
+    samples = found.lines.samples
+    tally = merged_tally([_from_ipc(data) for data in found.record_tallies])
     return LoadResult(
         records=read_records(spark, target),
         # A few rows per node, topic and record type: made in the driver, no Spark job.
         tally=spark.createDataFrame(tally, schema=RECORD_TALLY_SCHEMA),
-        lines=int(counts["lines"]),
+        lines=found.lines.lines,
         bad_lines=sum(by_reason.values()),
-        record_count=int(counts["records"]),
-        bad_samples=[{"file": samples[r][0], "line": samples[r][2], "reason": r} for r in reasons],
-        bad_by_reason={r: by_reason[r] for r in reasons},
+        record_count=found.records,
+        bad_samples=[
+            {"file": samples[r][0], "line": samples[r][2], "reason": r} for r in by_reason
+        ],
+        bad_by_reason=by_reason,
     )
 
 

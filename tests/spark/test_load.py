@@ -10,6 +10,7 @@ import gzip
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
@@ -195,6 +196,22 @@ def test_hop_lines_parse_on_their_narrow_schema_and_others_on_the_full_one() -> 
     assert _parse(['{"ts":1.0,"node":"0a","ev":"recv","key":"k"}'])[0][0]["key"] == "k"
 
 
+@pytest.mark.parametrize(
+    "n", [0, 1, parse.SHARED_NULL_ROWS, parse.SHARED_NULL_ROWS + 1, parse.SHARED_NULL_ROWS]
+)
+def test_null_columns_of_any_length_and_type_survive_the_arrow_stream(n: int) -> None:
+    # Slices of one shared array per type, which grows past its length (the edge and
+    # one past it, then the edge again from the grown one).
+    table = pa.table({f.name: parse.nulls(n, f.type) for f in parse.per_line.FIELD_SCHEMA})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    back = pa.ipc.open_stream(sink.getvalue()).read_all()
+    assert back.schema == parse.per_line.FIELD_SCHEMA
+    assert back.num_rows == n
+    assert all(column.null_count == n for column in back.columns)
+
+
 def test_constant_names_in_text_are_not_values() -> None:
     # NaN, Inf and Infinity as values are not JSON (BAD above); as text they are fine,
     # and such a block still parses fast, as a whole.
@@ -283,6 +300,33 @@ def test_load_counts_writes_parquet_and_filters_run(
     assert one_run.record_count == 2
     assert one_run.bad_lines == len(BAD)  # malformed lines have no trustworthy run
     assert sorted(r["ev"] for r in one_run.records.collect()) == ["deliver", "publish"]
+
+
+def test_counts_of_files_in_different_tasks_add_up_and_keep_the_first_sample(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The workers' counts reach the driver through the write's accumulator: summed over
+    the files, and per reason the sample of the first file (by name) and line, whichever
+    task finished first."""
+    d = tmp_path / "traces"
+    good = json.dumps(GOOD[2])
+    _write(d / "b.jsonl", ["", good, "[1]", good])
+    _write(d / "a.jsonl", [good, "", "", good, good])
+    _write(d / "c.jsonl", [good])
+    before = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "1")  # a task per file
+    try:
+        loaded = _load(spark, str(d), tmp_path / "out")
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", before)
+    assert (loaded.lines, loaded.record_count, loaded.bad_lines) == (10, 6, 4)
+    assert loaded.bad_by_reason == {"not a JSON object": 1, "empty line": 3}
+    assert loaded.bad_samples == [
+        {"file": "b.jsonl", "line": "[1]", "reason": "not a JSON object"},
+        {"file": "a.jsonl", "line": "", "reason": "empty line"},
+    ]
+    assert loaded.records.count() == 6
+    assert loaded.tally.groupBy().sum("n").first()[0] == 6
 
 
 def test_spark_finds_the_files_hidden_globbed_and_compressed(
