@@ -28,29 +28,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.scribe.test_crash_after_heal_sim import crash_after_heal, restart_around_heal
-from tests.scribe.test_durable_sim import World
+from tests.scribe.test_crash_after_heal_sim import (
+    crash_after_heal,
+    delivery_problems,
+    restart_around_heal,
+)
 from tests.scribe.test_partition_sim import lab_like
-
-
-def broken(world: World, subscribers: list[str], crashed: str | None) -> list[str]:
-    """What went wrong at each live subscriber, as text (nothing: all well)."""
-    acked = {msg_id for _, msg_id in world.acked}
-    found = []
-    for addr in subscribers:
-        if addr == crashed:
-            continue
-        got = world.delivered.get((addr, 1), [])
-        ids = [msg_id for _, msg_id, _ in got]
-        seqs = [seq for _, _, seq in got]
-        missing = sorted(acked - {"ff1"} - set(ids))
-        if missing:
-            found.append(f"{addr} lacks {' '.join(missing)}")
-        if len(ids) != len(set(ids)):
-            found.append(f"{addr} got an event twice")
-        if seqs != sorted(seqs):
-            found.append(f"{addr} saw seq go backwards")
-    return found
 
 
 def main() -> None:
@@ -74,7 +57,7 @@ def main() -> None:
                 continue
         else:
             world, subscribers, crashed = restart_around_heal(seed)
-        problems = broken(world, subscribers, crashed)
+        problems = delivery_problems(world, subscribers, crashed)
         if problems:
             bad += 1
             print(f"seed {seed}: {'; '.join(problems)}", flush=True)

@@ -39,10 +39,10 @@ class OtherRootCopies:
     copies: Retained | None = None
 
     def events(self) -> tuple[EventBody, ...]:
-        """The copies, in seq order."""
+        """The copies, in seq order (as a buffer keeps them)."""
         if self.copies is None:
             return ()
-        return tuple(sorted(self.copies.bodies(len(self.copies)), key=lambda b: b.seq or 0))
+        return tuple(self.copies.bodies(len(self.copies)))
 
 
 class OtherRoots:
