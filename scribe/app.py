@@ -119,7 +119,7 @@ class ScribeApp:
         self.ordering = o = Ordering(self.state, self.dissemination.handle, retention.log,
                                      self.dissemination.from_root,
                                      self.dissemination.matching_ahead)
-        self.root_pulls = RootPulls(self.state, retention.log, retention.released_through,
+        self.root_pulls = RootPulls(self.state, retention.log, retention.waits.released_through,
                                     retention.copies)
         self.repair = Repair(self.state, self.membership, self.dissemination, self.publishing,
                              o, self.root_pulls)
@@ -127,7 +127,7 @@ class ScribeApp:
         #: Topic -> new subscriptions not in effect yet (see the ``subscribed`` notice).
         self._settling: dict[str, set[int]] = {}
         self.replays = Replays(self.state, self.dissemination, retention.log,
-                               retention.released_through)
+                               retention.waits.released_through)
         m, d, r = self.membership, self.dissemination, self.repair
         self._direct: dict[type[Message], Callable[[float, Any], None]] = {
             Event: d.on_event,
@@ -145,7 +145,7 @@ class ScribeApp:
             PublishAck: self.publishing.on_ack,
             PublishRefused: self.publishing.on_refused,
             Replicate: retention.on_replicate,
-            ReplicateAck: retention.on_replicate_ack,
+            ReplicateAck: retention.waits.on_replicate_ack,
             ReplicaSync: retention.on_replica_sync,
             Pull: o.on_pull,
             Fill: o.on_fill,
@@ -492,11 +492,11 @@ class ScribeApp:
 
     def on_synced(self, now: float, through: int) -> None:
         """The node's store synced its first ``through`` persists (scribe.durability)."""
-        self.publishing.retention.on_synced(now, through)
+        self.publishing.retention.waits.on_synced(now, through)
 
     def on_storage_failed(self, now: float, through: int, reason: str) -> None:
         """The store could not write the events of its persists up to ``through``."""
-        self.publishing.retention.on_storage_failed(now, through, reason)
+        self.publishing.retention.waits.on_storage_failed(now, through, reason)
 
     def restore(self, now: float, logs: list[RestoredLog], load_ms: float = 0.0,
                 lost: bool = False, consumers: list[RestoredConsumer] | None = None,

@@ -33,7 +33,8 @@ from scribe.messages import (
     Restore,
     message_runs,
 )
-from scribe.retention import Release, Retention
+from scribe.retention import Retention
+from scribe.root_waits import Release
 from scribe.state import ScribeState
 
 
@@ -184,9 +185,9 @@ class Publishing:
             seq = retention.numbered(topic, body.msg_id)
             if seq is None:
                 fresh.append(body)
-            elif not retention.also_waiting(topic, body.msg_id, origin):
+            elif not retention.waits.also_waiting(topic, body.msg_id, origin):
                 # A retried publish: same number, not sent down again.
-                retention.answer(body.numbered(seq), origin)
+                retention.waits.answer(body.numbered(seq), origin)
         if not fresh:
             return
         if topic in s.recovering:
@@ -199,7 +200,7 @@ class Publishing:
         if reliable and retention.durability.refusing(now):
             # The store is failing: numbering the events would only waste their seqs.
             for body in fresh:
-                retention.refuse(topic, body.msg_id, origin, "the root's store is failing")
+                retention.waits.refuse(topic, body.msg_id, origin, "the root's store is failing")
             return
         first = s.seq.get(topic, 0) + 1
         numbered = [body.numbered(seq) for seq, body in enumerate(fresh, first)]
@@ -209,8 +210,8 @@ class Publishing:
             # root is: one that came straight here knows (one message less per event).
             if reliable or not direct:
                 for body in numbered:
-                    retention.answer(body, origin)
-            retention.release_ready(now, topic, numbered)
+                    retention.waits.answer(body, origin)
+            retention.waits.release_ready(now, topic, numbered)
 
     def number_deferred(self, now: float, topic: str, owner: bool) -> None:
         """The topic's recovery ended: number the publishes held meanwhile, or (``owner``

@@ -163,7 +163,7 @@ class Repair:
         if isinstance(msg, Publish | Publishes):
             self.publishing.on_unreachable(now, msg)
         elif isinstance(msg, Replicate):
-            self.publishing.retention.replica_unreachable(now, dest, msg)
+            self.publishing.retention.waits.replica_unreachable(now, dest, msg)
         elif isinstance(msg, Event):
             self._lose_child_at(msg.body.topic, dest)
             handled = self.dissemination.memory.get(msg.body.topic, msg.body.msg_id)

@@ -13,10 +13,8 @@ forks.
 The retained events also make the root idempotent: a publish retried with a msg_id it
 already numbered is answered with the same number and not sent down the tree again.
 
-Events go down the tree in seq order, and a reliable one only once its replicas hold it:
-otherwise a root failing right after sending it would leave members holding a number
-the next root (knowing only the replicated counter) gives to another event. A reliable
-event waiting for its replicas therefore also holds back the events numbered after it.
+Events go down the tree in seq order, and a reliable one only once its replicas hold it
+(what events wait for, and the answers to their publishers: :mod:`scribe.root_waits`).
 
 Every tick the root sends a :class:`ReplicaSync` to successors that became replicas
 since the last one (with the retained events) and tells all replicas the counter when
@@ -26,8 +24,7 @@ unreliable events moved it past what they know.
 from __future__ import annotations
 
 import itertools
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,15 +37,11 @@ from scribe.durability import (
     NoteCounter,
     ReplicaCopy,
     RestoredLog,
-    RootCopy,
     TrimLog,
 )
 from scribe.merge import MergePlan, plan_merge
 from scribe.messages import (
-    MAX_REASON,
     EventBody,
-    PublishAck,
-    PublishRefused,
     ReplicaSync,
     Replicate,
     ReplicateAck,
@@ -56,40 +49,13 @@ from scribe.messages import (
 )
 from scribe.ordering import Ahead
 from scribe.other_roots import OtherRoots
+from scribe.root_waits import LocalAck, LocalRefuse, Release, RootWaits
 from scribe.state import ScribeState
 from scribe.stream import Retained
-
-
-@dataclass
-class PendingAck:
-    """A reliable event the root numbered, waiting for its replicas' confirmations."""
-
-    body: EventBody
-    origins: list[NodeRef]
-    #: The replicas asked to hold it, and the addresses of those yet to confirm.
-    replicas: list[NodeRef]
-    waiting: set[str]
-    deadline: float
-    #: Copies sent to each silent replica so far.
-    tries: int = 1
-
 
 #: Seconds after a start whose store was refused whole during which a claimed topic's
 #: replicas are asked for what the node may have lost (the topics were in that store).
 LOST_STORE_WINDOW = 120.0
-
-#: Copies of a reliable event sent to a replica that does not confirm before the root
-#: answers without it.
-REPLICATE_TRIES = 3
-
-#: Called on the publisher's own node when its event is acknowledged (topic, msg_id, seq).
-LocalAck = Callable[[str, str, int], None]
-#: Called on the publisher's own node when the root refuses its event (topic, msg_id,
-#: the store's error).
-LocalRefuse = Callable[[str, str, str], None]
-#: Called when the root may send numbered events of one topic down the tree (now, the
-#: events in seq order).
-Release = Callable[[float, Sequence[EventBody]], None]
 
 
 @dataclass
@@ -108,12 +74,11 @@ class Retention:
     def __init__(self, state: ScribeState, local_ack: LocalAck, local_refuse: LocalRefuse,
                  release: Release, durability: Durability, ahead: Ahead) -> None:
         self.s = state
-        self.local_ack = local_ack
-        self.local_refuse = local_refuse
-        self.release = release
-        self.ahead = ahead
         #: Persists of the retained events, and what waits for them to be synced.
         self.durability = durability
+        #: What this root's numbered events wait for before they go down and are answered.
+        self.waits = RootWaits(state, local_ack, local_refuse, release, durability, ahead,
+                               self.log)
         #: Topic -> the lowest seq its persisted log may hold (what was last trimmed to).
         self._persisted_from: dict[str, int] = {}
         #: Topics whose log this node loaded at start and has not numbered since: when it
@@ -124,8 +89,6 @@ class Retention:
         self.unoffered: set[str] = set()
         #: Until then, every topic counts as restored (the store was refused whole).
         self.lost_until = float("-inf")
-        #: Topic -> numbered events not sent down yet: seq -> (event, ready to go).
-        self.unreleased: dict[str, OrderedDict[int, tuple[EventBody, bool]]] = {}
         #: Topic -> the replicas known to hold this root's events.
         self.replica_views: dict[str, ReplicaView] = {}
         #: Topic -> events this node numbered as its root.
@@ -135,32 +98,22 @@ class Retention:
         #: At a node that numbers a topic: other roots' copies, kept apart (two roots for
         #: one key, a healed partition), until taken in.
         self.other_roots = OtherRoots()
-        #: (topic, msg_id) -> reliable events waiting for replica confirmations.
-        self.pending: dict[tuple[str, str], PendingAck] = {}
         #: Topic -> the fork of its last partition merge: a later part of the same
         #: handover moves this root's events below it only (see scribe.merge).
         self._moved_below: dict[str, int] = {}
 
     def __bool__(self) -> bool:
         """Whether the maintenance tick has work here (time-outs, trimming)."""
-        return bool(self.pending or self.root or self.replica or self._persisted_from)
+        return bool(self.waits or self.root or self.replica or self._persisted_from)
 
     def log(self, topic: str) -> Retained | None:
         """The events this node retains as ``topic``'s root."""
         return self.root.get(topic)
 
-    def released_through(self, topic: str) -> int:
-        """Every event up to this seq has been sent down the tree (or was there before
-        this root: restored from members, synced by another root)."""
-        queue = self.unreleased.get(topic)
-        if queue:
-            return next(iter(queue)) - 1
-        return self.s.seq.get(topic, 0)
-
     def handled_through(self, topic: str) -> int:
         """This root's own subscriptions and subtree had every event up to this seq: what
         it sent down, not what came into its log around its tree (``Ordering.unsent``)."""
-        released = self.released_through(topic)
+        released = self.waits.released_through(topic)
         tree = self.s.trees.get(topic)
         if tree is None or tree.stream.through is None:
             return released
@@ -230,16 +183,16 @@ class Retention:
             mine.add(now, body)
         if plan.fill:
             self.durability.write(AppendEvents(topic, plan.fill))
-        queue = self.unreleased.setdefault(topic, OrderedDict())
+        waits = self.waits
         #: msg_id -> whether it may go down (this root's events still in the queue).
         queued: dict[str, bool] = {}
         handled: list[EventBody] = []
         for body in plan.ours:
             assert body.seq is not None
             mine.remove(body.seq)
-            entry = queue.pop(body.seq, None)
-            if entry is not None:
-                queued[body.msg_id] = entry[1]
+            ready = waits.take_queued(topic, body.seq)
+            if ready is not None:
+                queued[body.msg_id] = ready
             elif body.seq <= released:
                 handled.append(body)
         tree = s.trees.get(topic)
@@ -254,16 +207,13 @@ class Retention:
         replicas = self.replicas_of(topic)
         for body in moved:
             mine.add(now, body)
-            queue[body.seq or 0] = (body, queued.get(body.msg_id, True))
-            pending = self.pending.get((topic, body.msg_id))
-            if pending is not None:
-                pending.body = body
+            waits.requeue(body, queued.get(body.msg_id, True))
             for replica in replicas:
                 s.send(replica, Replicate(body, s.me))
         self.durability.write(MoveEvents(topic, tuple(b.seq or 0 for b in plan.ours), moved))
         s.trace("merge", topic=topic, fork=plan.fork, moved=len(moved), ours=len(plan.ours),
                 first=moved[0].seq, last=moved[-1].seq)
-        self.release_ready(now, topic)
+        waits.release_ready(now, topic)
 
     def hand_over(self, now: float, topic: str) -> tuple[EventBody, ...]:
         """This node no longer owns ``topic``'s key: what it retained goes with it (and it
@@ -297,38 +247,15 @@ class Retention:
             retained.add(now, body)
         retained.trim(now, s.config.retention_of(topic))
         written = self.durability.write(AppendEvents(topic, tuple(bodies)))
-        queue = self.unreleased.get(topic)
         replicas = self.replicas_of(topic) if reliable else []
-        # A reliable event waits for the root's own sync too (persisting nodes only).
-        own_copy = reliable and written > self.durability.synced
-        if not replicas and not own_copy:  # the caller releases them now
-            if queue:  # behind events that wait for their replicas
-                for body in bodies:
-                    queue[body.seq or 0] = (body, True)
-            return True
-        if queue is None:
-            queue = self.unreleased[topic] = OrderedDict()
-        for body in bodies:
-            queue[body.seq or 0] = (body, False)
         if replicas:
             view = self.replica_views.setdefault(topic, ReplicaView())
             if not view.addrs:  # the first copies: these replicas start from here
                 view.addrs = frozenset(n.addr for n in replicas)
             view.seq = max(view.seq, bodies[-1].seq or 0)
-            for body in bodies:
-                for replica in replicas:
-                    s.send(replica, Replicate(body, s.me))
-        waiting = {n.addr for n in replicas}
-        if own_copy:  # the root's own address stands for its own copy
-            waiting.add(s.me.addr)
-        deadline = now + s.config.replica_timeout
-        for body in bodies:
-            if own_copy:
-                self.durability.after(written, RootCopy(topic, body.msg_id))
-            self.pending[(topic, body.msg_id)] = PendingAck(
-                body, [origin], replicas, set(waiting), deadline)
-        s.wake(now)
-        return False
+        # A reliable event waits for the root's own sync too (persisting nodes only).
+        own_copy = written if reliable and written > self.durability.synced else None
+        return self.waits.hold(now, bodies, origin, replicas, own_copy)
 
     def copies(self, topic: str) -> Retained | None:
         """The events this node holds of ``topic`` for its root (as a replica)."""
@@ -342,77 +269,10 @@ class Retention:
         return [n for n in s.host.replica_set(s.mid(topic), s.config.replicas)
                 if n.id != s.me.id]
 
-    def release_ready(self, now: float, topic: str, kept: Sequence[EventBody] = ()) -> None:
-        """Send down, in seq order, the events at the head of the queue that may go.
-        ``kept``: events :meth:`keep` just found ready, which it did not queue when no
-        event of the topic was waiting (then they go at once)."""
-        queue = self.unreleased.get(topic)
-        if queue:
-            kept = []
-            while queue:
-                seq, (body, ready) = next(iter(queue.items()))
-                if not ready:
-                    break
-                del queue[seq]
-                kept.append(body)
-            if not queue:
-                del self.unreleased[topic]
-        if kept:
-            with self.ahead(topic, kept):
-                self.release(now, kept)
-
-    def also_waiting(self, topic: str, msg_id: str, origin: NodeRef) -> bool:
-        """A retried publish of an event still waiting for its replicas: answer that
-        origin too when they confirm. False when nothing is pending for it."""
-        pending = self.pending.get((topic, msg_id))
-        if pending is None:
-            return False
-        if all(o.id != origin.id for o in pending.origins):
-            pending.origins.append(origin)
-        return True
-
-    def on_replicate_ack(self, now: float, ack: ReplicateAck) -> None:
-        # A replica that could not store its copy is given up on at once: the root does
-        # not wait for it (as for a silent one), nor refuse the event for it.
-        self._confirmed(now, ack.topic, ack.msg_id, ack.replica.addr)
-
-    def replica_unreachable(self, now: float, dest: str, msg: Replicate) -> None:
-        self._confirmed(now, msg.body.topic, msg.body.msg_id, dest)
-
-    def _confirmed(self, now: float, topic: str, msg_id: str, replica_addr: str) -> None:
-        done = self._confirm(topic, msg_id, replica_addr)
-        if done is not None:
-            self._answer(now, [done])
-
-    def _confirm(self, topic: str, msg_id: str, replica_addr: str) -> PendingAck | None:
-        """``replica_addr`` holds its copy of the event: the event's pending entry, taken
-        out, when that was the last copy it waited for."""
-        pending = self.pending.get((topic, msg_id))
-        if pending is None:
-            return None
-        pending.waiting.discard(replica_addr)
-        return None if pending.waiting else self.pending.pop((topic, msg_id))
-
     def tick(self, now: float) -> None:
-        """Copy again to silent replicas (a copy or its confirmation may be lost), give up
-        on them after ``REPLICATE_TRIES`` copies; drop events past the retention bounds."""
-        s = self.s
-        for key, pending in list(self.pending.items()):
-            if pending.deadline > now:
-                continue
-            if pending.tries >= REPLICATE_TRIES:
-                # Silent replicas are given up on; the root's own copy never is (its
-                # sync comes, or the publish times out at its origin).
-                pending.waiting &= {s.me.addr}
-                pending.deadline = float("inf")
-                if not pending.waiting:
-                    self._answer(now, [self.pending.pop(key)])
-                continue
-            pending.tries += 1
-            pending.deadline = now + s.config.replica_timeout
-            for replica in pending.replicas:
-                if replica.addr in pending.waiting:
-                    s.send(replica, Replicate(pending.body, s.me))
+        """Copy again to silent replicas, bring new ones up to date; drop events past the
+        retention bounds."""
+        self.waits.tick(now)
         self._sync_replicas()
         cfg = self.s.config
         for table in (self.root, self.replica):
@@ -440,42 +300,6 @@ class Retention:
             elif complete_from > persisted[topic]:
                 persisted[topic] = complete_from
                 self.durability.write(TrimLog(topic, complete_from))
-
-    def answer(self, body: EventBody, origin: NodeRef) -> None:
-        """Tell the publisher's node that the root holds ``body`` (number ``body.seq``)."""
-        s = self.s
-        assert body.seq is not None
-        if origin.id == s.me.id:
-            self.local_ack(body.topic, body.msg_id, body.seq)
-        else:
-            s.send(origin, PublishAck(body.topic, body.msg_id, body.seq, s.me))
-
-    def refuse(self, topic: str, msg_id: str, origin: NodeRef, reason: str) -> None:
-        """Tell the publisher's node that this root cannot store its reliable event."""
-        s = self.s
-        reason = reason[:MAX_REASON]
-        if origin.id == s.me.id:
-            self.local_refuse(topic, msg_id, reason)
-        else:
-            s.send(origin, PublishRefused(topic, msg_id, reason, s.me))
-
-    def _answer(self, now: float, done: Sequence[PendingAck]) -> None:
-        """Events whose copies are all stored: they may go down the tree (those at the
-        head of their topic's queue go, each topic's in one run), then their publishers
-        are answered."""
-        topics: dict[str, None] = {}  # in order of first appearance
-        for pending in done:
-            body = pending.body
-            assert body.seq is not None
-            queue = self.unreleased.get(body.topic)
-            if queue is not None and body.seq in queue:
-                queue[body.seq] = (body, True)
-                topics[body.topic] = None
-        for topic in topics:
-            self.release_ready(now, topic)
-        for pending in done:
-            for origin in pending.origins:
-                self.answer(pending.body, origin)
 
     def _sync_replicas(self) -> None:
         """Bring successors that became replicas up to date; tell every replica the
@@ -585,60 +409,6 @@ class Retention:
                                 "retention": self.s.config.retention_of(topic).limits()}
         return dict(sorted(found.items()))
 
-    def on_synced(self, now: float, through: int) -> None:
-        """Persists up to ``through`` are on disk: confirm the root's own copies, send
-        the replicas' confirmations."""
-        s = self.s
-        done: list[PendingAck] = []
-        for waiter in self.durability.synced_through(through):
-            if isinstance(waiter, RootCopy):
-                pending = self._confirm(waiter.topic, waiter.msg_id, s.me.addr)
-                if pending is not None:
-                    done.append(pending)
-            else:
-                s.send(waiter.root, waiter.ack)
-        # A group commit frees many events at once: they go down the tree together (a
-        # run per topic, as unreliable ones do), not one pass through the tree each.
-        self._answer(now, done)
-
-    def on_storage_failed(self, now: float, through: int, reason: str) -> None:
-        """The events of persists up to ``through`` not synced yet are not stored (their
-        counters are). A reliable event whose root copy is among them is refused to its
-        publisher and dropped: never sent down the tree nor served, and its seq is not
-        used again (a retried publish is numbered afresh). A replica tells the root that
-        its copy is not stored."""
-        s = self.s
-        refused = 0
-        began = self.durability.failed_at is None
-        for waiter in self.durability.failed_through(now, through):
-            if isinstance(waiter, ReplicaCopy):
-                ack = waiter.ack
-                s.send(waiter.root, ReplicateAck(ack.topic, ack.msg_id, ack.seq, ack.replica,
-                                                 stored=False))
-                continue
-            pending = self.pending.pop((waiter.topic, waiter.msg_id), None)
-            if pending is None:
-                continue
-            refused += 1
-            self._drop_unstored(now, pending.body)
-            for origin in pending.origins:
-                self.refuse(waiter.topic, waiter.msg_id, origin, reason)
-        if began or refused:  # not one record per failed group commit of a full disk
-            s.trace("storage_failed", through=through, reason=reason, refused=refused)
-
-    def _drop_unstored(self, now: float, body: EventBody) -> None:
-        topic, seq = body.topic, body.seq
-        assert seq is not None
-        retained = self.root.get(topic)
-        if retained is not None:
-            retained.remove(seq)
-        queue = self.unreleased.get(topic)
-        if queue is not None and queue.pop(seq, None) is not None:
-            if queue:
-                self.release_ready(now, topic)  # the events behind it may go now
-            else:
-                del self.unreleased[topic]
-
     def restore(self, now: float, logs: list[RestoredLog], lost: bool = False) -> None:
         """Logs a store loaded at start: this node holds them as replica copies (it
         adopts them when it owns a topic's key again, and numbers on from their counter,
@@ -665,4 +435,4 @@ class Retention:
             s.wake(now)
 
 
-__all__ = ["LocalAck", "LocalRefuse", "PendingAck", "Release", "Retention"]
+__all__ = ["Retention"]

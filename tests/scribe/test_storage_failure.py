@@ -111,7 +111,7 @@ def test_events_behind_a_refused_one_go_down_the_tree() -> None:
     app.on_storage_failed(1.1, len(host.persisted), FULL)
     # 1 is a gap children skip (prev says nothing was sent before 2).
     assert [(m.body.seq, m.prev) for _, m in host.sent_of(Event)] == [(2, 0)]
-    assert app.publishing.retention.released_through(TOPIC) == 2
+    assert app.publishing.retention.waits.released_through(TOPIC) == 2
 
 
 def test_a_replica_that_cannot_store_says_so_and_the_root_does_not_wait_for_it() -> None:
