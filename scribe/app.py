@@ -117,6 +117,7 @@ class ScribeApp:
                                        self.membership.claim_root)
         self.members = DurableMembers(self.state)
         self.ordering = o = Ordering(self.state, self.dissemination.handle, retention.log,
+                                     retention.waits.released_through,
                                      self.dissemination.from_root,
                                      self.dissemination.matching_ahead)
         self.root_pulls = RootPulls(self.state, retention.log, retention.waits.released_through,
@@ -551,12 +552,19 @@ class _PartLinks:
 
     def release(self, now: float, bodies: Sequence[EventBody]) -> None:
         """The root sends numbered events of one topic down the tree, and to its durable
-        consumers (in seq order). First what the root holds before them that its tree
-        never handled (``Ordering.unsent``)."""
-        tree = self.app.state.trees.get(bodies[0].topic)
-        first = bodies[0].seq or 0
-        if tree is not None and tree.is_root and (tree.stream.through or 0) < first - 1:
-            bodies = [*self.app.ordering.unsent(tree, first - 1), *bodies]
+        consumers (in seq order). With them what the root holds that its tree never
+        handled (``Ordering.unsent``), before them and after them up to the next event
+        still waiting for its replicas: events that joined the log while one waited
+        (handed over, synced, restored) go when it goes."""
+        topic = bodies[0].topic
+        tree = self.app.state.trees.get(topic)
+        first, last = bodies[0].seq or 0, bodies[-1].seq or 0
+        if tree is not None and tree.is_root:
+            upto = max(last, self.app.publishing.retention.waits.released_through(topic))
+            if (tree.stream.through or 0) < first - 1 or upto > last:
+                held = {b.seq or 0: b for b in self.app.ordering.unsent(tree, upto)}
+                held.update((b.seq or 0, b) for b in bodies)
+                bodies = [held[seq] for seq in sorted(held)]
         self.app.dissemination.from_root(now, bodies)
         if self.app.consumers:
             for body in bodies:

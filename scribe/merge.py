@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scribe.messages import EventBody
+from scribe.messages import EventBody, numbered_run
 from scribe.stream import Retained
 
 
@@ -45,46 +45,104 @@ class MergePlan:
     moving: tuple[EventBody, ...]
     #: The new numbers start after this one (both counters).
     base: int
+    #: Events this root holds under older numbers that the other log holds under later
+    #: ones, past this root's counter (a merge there moved them; members of that side
+    #: may have them only there): they take the later number here too.
+    follow: tuple[EventBody, ...] = ()
 
-    def renumbered(self) -> tuple[EventBody, ...]:
-        return tuple(body.numbered(self.base + 1 + i) for i, body in enumerate(self.moving))
+    def renumbered(self, prev: str | None = None) -> tuple[EventBody, ...]:
+        """The moving events at their new numbers, the first tied to ``prev`` (what the
+        root's log holds at ``base``)."""
+        return tuple(numbered_run(self.moving, self.base + 1, prev))
 
 
 def plan_merge(mine: Retained, counter: int, theirs: tuple[EventBody, ...],
                their_counter: int, moved_below: int | None = None) -> MergePlan:
     """How the root holding ``mine`` (numbered up to ``counter``) takes in ``theirs``
-    (another root's events, numbered up to ``their_counter``).
+    (another root's events, in seq order, numbered up to ``their_counter``).
 
-    A fork shows as a seq both logs hold for different events. The other side's events
-    this root lacks from the fork on move; so do this root's own events from the fork on
-    that the other side lacks, except those at ``moved_below`` or above (an earlier part
-    of the same handover moved them already, or they were numbered after it). Older
-    events of the other side fill holes in this root's log where it has none (``fill``);
-    events older than the log's ``complete_from`` are history this root trimmed.
+    A fork shows where the two logs hold different events at one seq: both hold one
+    there, or an event's ``prev`` names another event than the other log holds next to
+    it (:meth:`EventBody.follows`). So does a copy of another numbering in the other
+    log (an event whose ``prev`` names another event than that log holds before it: a
+    replica that was sent another root's copies): its number is no number of that log's
+    own numbering. The other side's events this root lacks from the fork on move; so do
+    this root's own events from the fork on that the other side lacks (a copy of another
+    numbering there does not count), except those at ``moved_below`` or above (an
+    earlier part of the same handover moved them already, or they were numbered after
+    it). Older events of the other side fill holes in this root's log where it has none
+    (``fill``); events older than the log's ``complete_from`` are history this root
+    trimmed.
+
+    An event this root holds under a later number than theirs (a merge here moved it,
+    their log is from before it) shows that their numbers from there on are none of
+    this log's: an event of theirs this root lacks there moves too (filling the number
+    would put it where this root's tree has passed), but this root's own events do not
+    (their side gets them in order, after their counter). An event the other log holds
+    under a later number past this root's counter (a merge there moved it) takes that
+    number here too (``follow``), unless their log holds another event at its number
+    here.
     """
     held = mine.events
-    new = [b for b in theirs if b.msg_id not in mine.by_msg and (b.seq or 0) >= mine.complete_from]
-    # A seq both logs hold for different events. Not only an event this root lacks: one
-    # it holds under another number also shows it (a publish retried across the heal
-    # that this root numbered anew, while the other side's number stood for it there).
-    clashes = [seq for b in theirs if (seq := b.seq or 0) in held
-               and held[seq][1].msg_id != b.msg_id and seq >= mine.complete_from]
-    if not clashes:
+    by_msg = mine.by_msg
+    complete = mine.complete_from
+    new = [b for b in theirs if b.msg_id not in by_msg and (b.seq or 0) >= complete]
+    their_log = {b.seq or 0: b for b in theirs}
+    #: Their events that stand in their own numbering (not copies of another's).
+    own: list[EventBody] = []
+    #: Seqs the two numberings gave to different events.
+    clashes: list[int] = []
+    #: Seqs of theirs holding an event this root moved to a later number since.
+    passed: list[int] = []
+    for b in theirs:
+        seq = b.seq or 0
+        in_line = b.follows(their_log.get(seq - 1))
+        if in_line:
+            own.append(b)
+        if seq < complete:
+            continue
+        if not in_line:
+            clashes.append(seq)  # a copy of another numbering: its seq is contested
+        here = held.get(seq)
+        if here is not None and here[1].msg_id != b.msg_id:
+            # Not only an event this root lacks: one it holds under another number also
+            # shows it (a publish retried across the heal that this root numbered anew,
+            # while the other side's number stood for it there).
+            clashes.append(seq)
+        elif by_msg.get(b.msg_id, seq) > seq:
+            passed.append(seq)
+        mine_before = held.get(seq - 1)
+        if in_line and mine_before is not None and not b.follows(mine_before[1]) \
+                and seq - 1 >= complete:
+            clashes.append(seq - 1)  # their seq - 1 is another event than this root's
+        after = held.get(seq + 1)
+        if after is not None and not after[1].follows(b):
+            clashes.append(seq)  # this root's seq is another event (or a hole here)
+    base = max(counter, their_counter)
+    # Their events this root holds under earlier numbers, past this root's counter (a
+    # merge there moved them): they take the later number here too, unless their log
+    # holds another event at this root's number (which that would leave free for it).
+    follow = tuple(b for b in own if (b.seq or 0) > counter and b.msg_id in by_msg
+                   and complete <= by_msg[b.msg_id] < (b.seq or 0)
+                   and by_msg[b.msg_id] not in their_log)
+    if not clashes and not passed:
         return MergePlan(tuple(b for b in new if (b.seq or 0) not in held), None, (), (),
-                         max(counter, their_counter))
-    fork = min(clashes)
-    limit = counter + 1 if moved_below is None else min(moved_below, counter + 1)
-    theirs_ids = {b.msg_id for b in theirs}
-    ours = tuple(body for seq, (_, body) in held.items()
-                 if fork <= seq < limit and body.msg_id not in theirs_ids)
+                         base, follow)
+    fork = min(clashes + passed)
+    ours: tuple[EventBody, ...] = ()
+    if clashes:
+        limit = counter + 1 if moved_below is None else min(moved_below, counter + 1)
+        theirs_ids = {b.msg_id for b in own}
+        ours = tuple(body for seq, (_, body) in held.items()
+                     if min(clashes) <= seq < limit and body.msg_id not in theirs_ids)
     fill = tuple(b for b in new if (b.seq or 0) < fork and (b.seq or 0) not in held)
     moving = sorted([b for b in new if (b.seq or 0) >= fork] + list(ours),
                     key=lambda b: (b.ts, b.msg_id))
     if not moving:
         # Every event of the clash is held already, under its one number (an earlier
         # part of the handover moved this root's): nothing moves, holes are filled.
-        return MergePlan(fill, None, (), (), max(counter, their_counter))
-    return MergePlan(fill, fork, ours, tuple(moving), max(counter, their_counter))
+        return MergePlan(fill, None, (), (), base, follow)
+    return MergePlan(fill, fork, ours, tuple(moving), base, follow)
 
 
 __all__ = ["MergePlan", "plan_merge"]

@@ -7,6 +7,7 @@ Routed through the DHT toward a topic's key: :class:`Join`, :class:`Publish`,
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from chord.kbr import NodeRef
@@ -87,6 +88,11 @@ class EventBody(Record):
     #: Seconds after ``ts`` the event is not delivered any more (first time or again),
     #: and leaves the logs (API ``publish``'s ``ttl``); None: no end.
     ttl: float | None = None
+    #: The msg_id of the event its root's log held at ``seq - 1`` when it gave this one
+    #: its number (None: none was there, or the event was numbered before links were
+    #: kept). It ties each number to the one before it, so that a log taking in another
+    #: log's events tells its own numbering from another root's (:mod:`scribe.merge`).
+    prev: str | None = None
 
     def __post_init__(self) -> None:
         # The checks' common outcome tested here, their calls made to raise (a body is
@@ -95,6 +101,8 @@ class EventBody(Record):
             check_topic(self.topic)
         if not is_hex_id(self.msg_id):
             check_msg_id(self.msg_id)
+        if self.prev is not None and not is_hex_id(self.prev):
+            check_hex(self.prev, "prev (a msg_id)")
         if not is_hex_id(self.publisher):
             check_hex(self.publisher, "a publisher id")
         if self.attrs:
@@ -109,18 +117,37 @@ class EventBody(Record):
         of ``ts``): the one rule for every place that delivers, offers or keeps it."""
         return self.ttl is not None and self.ts + self.ttl <= wall
 
+    def follows(self, before: EventBody | None) -> bool:
+        """Whether this event may stand right after ``before`` (what a log holds at
+        ``seq - 1``; None: nothing) in one root's numbering: only a known ``prev`` that
+        names another event shows it may not."""
+        return self.prev is None or before is None or before.msg_id == self.prev
+
     def cost(self) -> int:
         """Bytes this event may take in a multi-event message (the size model)."""
         return event_cost(self.topic, self.attrs, self.payload)
 
-    def numbered(self, seq: int) -> EventBody:
-        """This event with the root's number: the other fields were checked when this
-        one was made, so the copy skips ``__post_init__`` (the root does it per event)."""
+    def numbered(self, seq: int, prev: str | None) -> EventBody:
+        """This event with the root's number, tied to the event before it (``prev``):
+        the other fields were checked when this one was made, so the copy skips
+        ``__post_init__`` (the root does it per event)."""
         if seq < 1:
             raise ValueError("seq starts at 1")
         body: EventBody = EventBody.trusted(self.topic, self.msg_id, seq, self.attrs,
-                                            self.payload, self.publisher, self.ts, self.ttl)
+                                            self.payload, self.publisher, self.ts, self.ttl,
+                                            prev)
         return body
+
+
+def numbered_run(bodies: Iterable[EventBody], first: int, prev: str | None
+                 ) -> list[EventBody]:
+    """``bodies`` numbered ``first``, ``first + 1``, ... in order, each tied to the event
+    before it: the first to ``prev`` (what its log holds at ``first - 1``)."""
+    run: list[EventBody] = []
+    for seq, body in enumerate(bodies, first):
+        run.append(body.numbered(seq, prev))
+        prev = body.msg_id
+    return run
 
 
 #: Most events one message (a fill, a handover, a replica sync) carries. Senders also

@@ -39,7 +39,8 @@ FromRoot = Callable[[float, Sequence[EventBody]], None]
 #: A context in which events about to be handled in a row are matched against the
 #: local subscriptions in one call (``Dissemination.matching_ahead``): only a cost.
 Ahead = Callable[[str, Sequence[EventBody]], AbstractContextManager[None]]
-#: How far the root has sent a topic's events down (``Retention.released_through``).
+#: How far the root has sent a topic's events down: the others wait for their replicas
+#: (``RootWaits.released_through``).
 Released = Callable[[str], int]
 #: Heartbeat intervals a (re)joined node waits at least before asking the root to catch
 #: it up, and at most for its parent to say its digest reached the root (``settled``).
@@ -100,10 +101,12 @@ def start(stream: Stream, through: int) -> None:
 
 class Ordering:
     def __init__(self, state: ScribeState, handle: Handle, root_log: RootLog,
-                 from_root: FromRoot, ahead: Ahead) -> None:
+                 released_through: Released, from_root: FromRoot, ahead: Ahead
+                 ) -> None:
         self.s = state
         self.handle = handle
         self.root_log = root_log
+        self.released_through = released_through
         self.from_root = from_root
         self.ahead = ahead
 
@@ -114,14 +117,15 @@ class Ordering:
         # Copies it held back as a member are numbered events of the topic: it numbers
         # on after them.
         self.s.note_seq(tree.topic, max([*st.held, *st.catch_up_events], default=0))
-        counter = self.s.seq.get(tree.topic, 0)
         # What it retains, and the copies it held back as a member (waiting for a gap to
-        # fill or a catch-up), go down in seq order.
-        run = self.unsent(tree, counter)
+        # fill or a catch-up), go down in seq order; not events waiting for their
+        # replicas (a merge's new numbers), nor those after them: they go when released.
+        through = min(self.s.seq.get(tree.topic, 0), self.released_through(tree.topic))
+        run = self.unsent(tree, through)
         if run:
             with self.ahead(tree.topic, run):
                 self.from_root(now, run)
-        start_at = counter if st.through is None else max(st.through, counter)
+        start_at = through if st.through is None else max(st.through, through)
         st.held.clear()
         st.catch_up_after = None
         st.catch_up_events.clear()

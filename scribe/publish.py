@@ -32,6 +32,7 @@ from scribe.messages import (
     PublishRefused,
     Restore,
     message_runs,
+    numbered_run,
 )
 from scribe.retention import Retention
 from scribe.root_waits import Release
@@ -187,7 +188,9 @@ class Publishing:
                 fresh.append(body)
             elif not retention.waits.also_waiting(topic, body.msg_id, origin):
                 # A retried publish: same number, not sent down again.
-                retention.waits.answer(body.numbered(seq), origin)
+                log = retention.log(topic)
+                assert log is not None  # it numbered the event
+                retention.waits.answer(log.events[seq][1], origin)
         if not fresh:
             return
         if topic in s.recovering:
@@ -203,7 +206,8 @@ class Publishing:
                 retention.waits.refuse(topic, body.msg_id, origin, "the root's store is failing")
             return
         first = s.seq.get(topic, 0) + 1
-        numbered = [body.numbered(seq) for seq, body in enumerate(fresh, first)]
+        log = retention.log(topic)
+        numbered = numbered_run(fresh, first, log.before(first) if log is not None else None)
         s.seq[topic] = first + len(numbered) - 1
         if retention.keep(now, numbered, origin, reliable):
             # An unreliable event's acknowledgement only teaches its origin where the
@@ -228,7 +232,7 @@ class Publishing:
         numbers are another root's (two roots for one key), taken in by a merge only."""
         retention = self.retention
         if fresh:
-            retention.adopt_replica(topic)
+            retention.adopt_replica(now, topic)
         if topic in retention.restored or now < retention.lost_until:
             self._gather_from_replicas(now, topic)
         self.s.start_recovery(now, topic)

@@ -126,13 +126,23 @@ class Retention:
         retained = self.root.get(topic)
         return None if retained is None else retained.by_msg.get(msg_id)
 
-    def adopt_replica(self, topic: str) -> None:
+    def adopt_replica(self, now: float, topic: str) -> None:
         """This node now numbers ``topic``: take over the copies it holds for it. (Other
         roots' copies, kept apart, are taken in at its next tick: scribe.other_roots.)"""
         self.other_roots.hurry(topic)
         copies = self.replica.pop(topic, None)
         if copies is not None:
             self.adopt(topic, copies)
+            misplaced = tuple(self.root[topic].misplaced())
+            if misplaced:
+                # Copies under their numbers from before a merge the former root made,
+                # whose copies under the new ones never came: where they are, this
+                # node's tree has passed (or has other events). They move on after the
+                # counter as a merge's events do (this node's subscriptions tell the
+                # ones they had by msg_id).
+                counter = self.s.seq.get(topic, 0)
+                self.merge(now, topic, MergePlan((), misplaced[0].seq, misplaced, misplaced,
+                                                 counter), 0, handover=False)
 
     def adopt(self, topic: str, copies: Retained) -> None:
         retained = self.root.get(topic)
@@ -157,11 +167,17 @@ class Retention:
         if mine is not None:
             plan = plan_merge(mine, self.s.seq.get(topic, 0), events, counter,
                               self._moved_below.get(topic))
+            # What this node sent down as the root, its subscriptions had already.
+            released = self.handled_through(topic) if numbering else 0
+            if plan.follow:
+                self._follow(now, topic, mine, plan.follow, released)
+            if plan.fork is not None and not numbering:
+                # The copies merged are this node's log from now on (adopting them may
+                # move some: the plan is made again on the log as adopted).
+                self.adopt_replica(now, topic)
+                plan = plan_merge(self.root[topic], self.s.seq.get(topic, 0), events,
+                                  counter, self._moved_below.get(topic))
             if plan.fork is not None:
-                # What this node sent down as the root, its subscriptions had already.
-                released = self.handled_through(topic) if numbering else 0
-                if not numbering:  # the copies merged are this node's log from now on
-                    self.adopt_replica(topic)
                 self.merge(now, topic, plan, released)
                 return
             events = plan.fill
@@ -172,11 +188,30 @@ class Retention:
             self.durability.write(AppendEvents(topic, events))
         self.s.note_seq(topic, counter)
 
-    def merge(self, now: float, topic: str, plan: MergePlan, released: int) -> None:
+    def _follow(self, now: float, topic: str, mine: Retained, later: tuple[EventBody, ...],
+                released: int) -> None:
+        """Events of ``mine`` another log moved to ``later`` numbers (past this node's
+        counter) take those numbers here too: the other side's members may have them
+        only there. This node's subscriptions had those up to ``released`` under their
+        old numbers: its log of handled events tells the moved copies from new ones."""
+        old = tuple(mine.by_msg[b.msg_id] for b in later)
+        handled = [mine.events[seq][1] for seq in old if seq <= released]
+        for seq in old:
+            mine.remove(seq)
+        mine.merge(now, later)
+        tree = self.s.trees.get(topic)
+        if tree is not None:
+            tree.stream.log.merge(now, handled)
+        self.durability.write(MoveEvents(topic, old, later))
+
+    def merge(self, now: float, topic: str, plan: MergePlan, released: int,
+              handover: bool = True) -> None:
         """Carry out a merge (:func:`scribe.merge.plan_merge`): fill holes, move the
         events numbered on both sides since the fork after both counters, and send them
         down in their new order (behind any event still waiting for its replicas).
-        ``released``: this node sent its events up to there down as the root."""
+        ``released``: this node sent its events up to there down as the root.
+        ``handover``: the merge of a handed log (a later part of it moves this root's
+        events below the fork only)."""
         s = self.s
         mine = self.root[topic]
         for body in plan.fill:
@@ -184,33 +219,26 @@ class Retention:
         if plan.fill:
             self.durability.write(AppendEvents(topic, plan.fill))
         waits = self.waits
-        #: msg_id -> whether it may go down (this root's events still in the queue).
-        queued: dict[str, bool] = {}
         handled: list[EventBody] = []
         for body in plan.ours:
             assert body.seq is not None
             mine.remove(body.seq)
-            ready = waits.take_queued(topic, body.seq)
-            if ready is not None:
-                queued[body.msg_id] = ready
-            elif body.seq <= released:
+            if not waits.take_queued(topic, body.seq) and body.seq <= released:
                 handled.append(body)
         tree = s.trees.get(topic)
         if tree is not None:
             # This root's subscriptions had these under their old numbers: its log of
             # handled events tells the moved copies from new ones (see Dissemination).
             tree.stream.log.merge(now, handled)
-        moved = plan.renumbered()
+        moved = plan.renumbered(mine.before(plan.base + 1))
         s.note_seq(topic, moved[-1].seq or 0)
         assert plan.fork is not None
-        self._moved_below[topic] = plan.fork
-        replicas = self.replicas_of(topic)
+        if handover:
+            self._moved_below[topic] = plan.fork
         for body in moved:
             mine.add(now, body)
-            waits.requeue(body, queued.get(body.msg_id, True))
-            for replica in replicas:
-                s.send(replica, Replicate(body, s.me))
         self.durability.write(MoveEvents(topic, tuple(b.seq or 0 for b in plan.ours), moved))
+        waits.hold_moved(now, moved, self.replicas_of(topic))
         s.trace("merge", topic=topic, fork=plan.fork, moved=len(moved), ours=len(plan.ours),
                 first=moved[0].seq, last=moved[-1].seq)
         waits.release_ready(now, topic)
@@ -341,10 +369,11 @@ class Retention:
             self.adopt_events(now, msg.topic, msg.events, msg.seq)
         else:
             first = msg.events[0].seq or 1 if msg.events else msg.seq + 1
-            if gathering or msg.topic not in s.numbering:
-                table = self.root if gathering else self.replica
-                table[msg.topic] = self._stored(now, table.get(msg.topic), msg.topic, first,
-                                                msg.events)
+            if gathering:
+                self.root[msg.topic] = self._stored(now, self.root.get(msg.topic), msg.topic,
+                                                    first, msg.events)
+            elif msg.topic not in s.numbering:
+                self._keep_copies(now, msg.topic, msg.root, msg.seq, first, msg.events)
             elif msg.events:  # another root's (see on_replicate)
                 other = self.other_roots.copies_of(now, msg.topic, msg.root, msg.seq)
                 other.copies = self._stored(now, other.copies, msg.topic, first, msg.events)
@@ -354,6 +383,27 @@ class Retention:
             s.note_seq(msg.topic, msg.seq)
             self.durability.write(NoteCounter(msg.topic, msg.seq))
         s.wake(now)
+
+    def _keep_copies(self, now: float, topic: str, root: NodeRef, counter: int, first: int,
+                     events: tuple[EventBody, ...]) -> bool:
+        """A root's copies (numbered up to ``counter``) at a node that does not number
+        the topic: kept in its replica log where they fit it (:meth:`Retained.fits`),
+        apart as another root's where they do not: the other side of a healed partition
+        may replicate here, and its numbers are not this log's (scribe.other_roots).
+        True when every copy fits."""
+        log = self.replica.get(topic)
+        apart = [] if log is None else [b for b in events if not log.fits(b)]
+        if apart:
+            other = self.other_roots.copies_of(now, topic, root, counter)
+            other.copies = self._stored(now, other.copies, topic, apart[0].seq or 1,
+                                        tuple(apart))
+            kept_apart = {b.msg_id for b in apart}
+            events = tuple(b for b in events if b.msg_id not in kept_apart)
+            if not events:
+                return False
+            first = events[0].seq or 1
+        self.replica[topic] = self._stored(now, log, topic, first, events)
+        return not apart
 
     def _stored(self, now: float, retained: Retained | None, topic: str, first: int,
                 events: tuple[EventBody, ...]) -> Retained:
@@ -376,15 +426,22 @@ class Retention:
         assert body.seq is not None
         topic = body.topic
         if topic not in s.numbering:
-            self.replica[topic] = self._stored(now, self.replica.get(topic), topic, body.seq,
-                                               (body,))
-            s.note_seq(topic, body.seq)
+            if self._keep_copies(now, topic, msg.root, body.seq, body.seq, (body,)):
+                s.note_seq(topic, body.seq)
         else:
             # The copy is another root's: a number it gave is no number this one has,
             # nor events its tree had. Kept apart, and taken in only by the merge of
             # that root's log (its handover, or scribe.other_roots if none comes).
             other = self.other_roots.copies_of(now, topic, msg.root, body.seq)
             other.copies = self._stored(now, other.copies, topic, body.seq, (body,))
+        if any(log is not None and (held := log.events.get(body.seq)) is not None
+               and held[1].msg_id != body.msg_id
+               for log in (self.root.get(topic), self.replica.get(topic))):
+            # Its number holds another event in this node's log on disk (one row per
+            # number): kept apart in memory only, and the root told it is not stored.
+            s.send(msg.root, ReplicateAck(topic, body.msg_id, body.seq, s.me, stored=False))
+            s.wake(now)
+            return
         ack = ReplicateAck(body.topic, body.msg_id, body.seq, s.me)
         written = self.durability.write(AppendEvents(body.topic, (body,)))
         if not self.durability.after(written, ReplicaCopy(msg.root, ack)):

@@ -147,20 +147,41 @@ class RootWaits:
 
     # -- a partition merge renumbers queued events ---------------------------------------------
 
-    def take_queued(self, topic: str, seq: int) -> bool | None:
+    def take_queued(self, topic: str, seq: int) -> bool:
         """Take the event at ``seq`` out of the queue (it moves to another number):
-        whether it could go, or None when it was not queued."""
+        whether it was queued."""
         queue = self.unreleased.get(topic)
-        entry = None if queue is None else queue.pop(seq, None)
-        return None if entry is None else entry[1]
+        return queue is not None and queue.pop(seq, None) is not None
 
-    def requeue(self, body: EventBody, ready: bool) -> None:
-        """A moved event, under its new number (after every number queued), behind the
-        events still queued; a reliable one still waiting keeps waiting as that."""
-        self.unreleased.setdefault(body.topic, OrderedDict())[body.seq or 0] = (body, ready)
-        pending = self.pending.get((body.topic, body.msg_id))
-        if pending is not None:
-            pending.body = body
+    def hold_moved(self, now: float, moved: Sequence[EventBody],
+                   replicas: list[NodeRef]) -> None:
+        """Events a partition merge moved to new numbers (after every number queued): a
+        new number goes down only once the replicas hold the event under it, as a
+        freshly numbered event's does; otherwise a root failing right after sending them
+        would leave members holding numbers its successor lacks. (The root's own store
+        writes the move unwaited: its copies are there under their old numbers.) A
+        publisher still waiting for one is answered then, its root copy still counted."""
+        s = self.s
+        deadline = now + s.config.replica_timeout
+        done: list[PendingAck] = []  # still waiting for nothing: answered below
+        for body in moved:
+            key = (body.topic, body.msg_id)
+            waiting = {n.addr for n in replicas}
+            pending = self.pending.get(key)
+            if pending is not None:  # its replicas' confirmations were for its old number
+                waiting |= pending.waiting & {s.me.addr}
+                pending.body, pending.replicas = body, replicas
+                pending.waiting, pending.deadline, pending.tries = waiting, deadline, 1
+                if not waiting:
+                    done.append(self.pending.pop(key))
+            elif waiting:
+                self.pending[key] = PendingAck(body, [], replicas, waiting, deadline)
+            queue = self.unreleased.setdefault(body.topic, OrderedDict())
+            queue[body.seq or 0] = (body, not waiting and pending is None)
+            for replica in replicas:
+                s.send(replica, Replicate(body, s.me))
+        self._answer(now, done)
+        s.wake(now)
 
     # -- confirmations -------------------------------------------------------------------------
 
@@ -177,21 +198,25 @@ class RootWaits:
     def on_replicate_ack(self, now: float, ack: ReplicateAck) -> None:
         # A replica that could not store its copy is given up on at once: the root does
         # not wait for it (as for a silent one), nor refuse the event for it.
-        self._confirmed(now, ack.topic, ack.msg_id, ack.replica.addr)
+        self._confirmed(now, ack.topic, ack.msg_id, ack.seq, ack.replica.addr)
 
     def replica_unreachable(self, now: float, dest: str, msg: Replicate) -> None:
-        self._confirmed(now, msg.body.topic, msg.body.msg_id, dest)
+        self._confirmed(now, msg.body.topic, msg.body.msg_id, msg.body.seq or 0, dest)
 
-    def _confirmed(self, now: float, topic: str, msg_id: str, replica_addr: str) -> None:
-        done = self._confirm(topic, msg_id, replica_addr)
+    def _confirmed(self, now: float, topic: str, msg_id: str, seq: int,
+                   replica_addr: str) -> None:
+        done = self._confirm(topic, msg_id, seq, replica_addr)
         if done is not None:
             self._answer(now, [done])
 
-    def _confirm(self, topic: str, msg_id: str, replica_addr: str) -> PendingAck | None:
-        """``replica_addr`` holds its copy of the event: the event's pending entry, taken
-        out, when that was the last copy it waited for."""
+    def _confirm(self, topic: str, msg_id: str, seq: int | None, replica_addr: str
+                 ) -> PendingAck | None:
+        """``replica_addr`` holds its copy of the event under number ``seq`` (None: the
+        root's own copy, under any number): the event's pending entry, taken out, when
+        that was the last copy it waited for. (A replica's copy under an older number,
+        the event since moved by a merge, confirms nothing.)"""
         pending = self.pending.get((topic, msg_id))
-        if pending is None:
+        if pending is None or (seq is not None and pending.body.seq != seq):
             return None
         pending.waiting.discard(replica_addr)
         return None if pending.waiting else self.pending.pop((topic, msg_id))
@@ -264,7 +289,7 @@ class RootWaits:
         done: list[PendingAck] = []
         for waiter in self.durability.synced_through(through):
             if isinstance(waiter, RootCopy):
-                pending = self._confirm(waiter.topic, waiter.msg_id, s.me.addr)
+                pending = self._confirm(waiter.topic, waiter.msg_id, None, s.me.addr)
                 if pending is not None:
                     done.append(pending)
             else:

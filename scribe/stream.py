@@ -54,6 +54,38 @@ class Retained:
             self.events = OrderedDict(sorted(self.events.items()))
             self.untouchable_until = float("-inf")  # the oldest event may be another
 
+    def fits(self, body: EventBody) -> bool:
+        """Whether ``body`` may stand at its seq in this log's numbering: no other event
+        is held there, and the events held next to it agree with it
+        (:meth:`EventBody.follows`)."""
+        seq = body.seq or 0
+        events = self.events
+        here = events.get(seq)
+        if here is not None:
+            return here[1].msg_id == body.msg_id
+        before = events.get(seq - 1)
+        after = events.get(seq + 1)
+        return (before is None or body.follows(before[1])) \
+            and (after is None or after[1].follows(body))
+
+    def misplaced(self) -> list[EventBody]:
+        """Events held under an older number than their numbering gives them now: the
+        event each names (``prev``) is held at a later number, or is itself misplaced
+        right before it (a merge moved them all, and the copies of some under their new
+        numbers never came here). In seq order."""
+        found: list[EventBody] = []
+        stale: set[str] = set()
+        by_msg = self.by_msg
+        for seq, (_, body) in self.events.items():
+            prev = body.prev
+            if prev is None or prev not in by_msg:
+                continue
+            at = by_msg[prev]
+            if at > seq or (at == seq - 1 and prev in stale):
+                found.append(body)
+                stale.add(body.msg_id)
+        return found
+
     def remove(self, seq: int) -> EventBody | None:
         """Take the event at ``seq`` out (it moved to another seq), if one is there."""
         found = self.events.pop(seq, None)
@@ -72,6 +104,12 @@ class Retained:
                 break
             through = max(through, seq)
         return through
+
+    def before(self, seq: int) -> str | None:
+        """The msg_id of the event held at ``seq - 1`` (None: none is): what an event
+        numbered ``seq`` in this log names as its ``prev``."""
+        found = self.events.get(seq - 1)
+        return None if found is None else found[1].msg_id
 
     def last_seq(self) -> int:
         return next(reversed(self.events)) if self.events else 0

@@ -46,7 +46,7 @@ GROUP_BYTES = 8192
 #: Bytes of a multi-event message kept for its own fields (topic, seqs, node refs).
 BATCH_ENVELOPE_BYTES = 8192
 #: A bound on the CBOR an event adds beside its size inside a message: the map keys and
-#: fixed fields of the event body (msg_id, publisher, seq, ts, hop), and per attribute
+#: fixed fields of the event body (msg_id, prev, publisher, seq, ts, ttl, hop), and per attribute
 #: the headers of its name and value.
 EVENT_OVERHEAD_BYTES = 512
 ATTR_OVERHEAD_BYTES = 16
@@ -60,8 +60,10 @@ MAX_CBOR_DEPTH = 32
 #: cached root in one message (``scribe.publishes``), and a root handover says whether
 #: the old root was live (``RootHandover.live``): messages or fields a node of version 2
 #: would refuse. 4: a run of plain copies goes down a tree edge in one message
-#: (``scribe.events``), which a node of version 3 would refuse.
-PEER_PROTOCOL_VERSION = 4
+#: (``scribe.events``), which a node of version 3 would refuse. 5: an event body names the
+#: event its root numbered before it (``EventBody.prev``), a field a node of version 4
+#: would refuse.
+PEER_PROTOCOL_VERSION = 5
 
 T = TypeVar("T")
 

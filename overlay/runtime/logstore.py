@@ -340,6 +340,8 @@ def _encode_body(body: EventBody) -> bytes:
     CBOR array, cheaper to make than the event's wire map (one per event, on the worker
     thread that shares the interpreter with the event loop)."""
     row: tuple[Any, ...] = (body.msg_id, body.attrs, body.payload, body.publisher, body.ts)
+    if body.prev is not None:
+        return cbor2.dumps((*row, body.ttl, body.prev))
     return cbor2.dumps(row if body.ttl is None else (*row, body.ttl))
 
 
@@ -365,12 +367,13 @@ def _checked_body(topic: str, seq: int, msg_id: str, data: bytes, crc: int
                   ) -> EventBody | str:
     """The stored event, or what is wrong with it."""
     def decode(row: Any) -> EventBody:
-        # Five fields, and the ttl sixth when the event has one.
-        stored_id, attrs, payload, publisher, ts, *ttl = row
-        if len(ttl) > 1:
-            raise ValueError("an event row has 5 or 6 fields")
+        # Five fields, the ttl sixth when the event has one or a prev, the prev seventh
+        # when it has one (rows written before events had a prev have five or six).
+        stored_id, attrs, payload, publisher, ts, *rest = row
+        if len(rest) > 2:
+            raise ValueError("an event row has 5 to 7 fields")
         # EventBody checks every field as it does a peer's (a ValueError if one is bad).
-        return EventBody(topic, stored_id, seq, attrs, payload, publisher, ts, *ttl)
+        return EventBody(topic, stored_id, seq, attrs, payload, publisher, ts, *rest)
 
     body = _checked_row(data, crc, f"event {seq}", decode)
     if isinstance(body, EventBody) and body.msg_id != msg_id:

@@ -72,8 +72,17 @@ def test_a_root_that_dies_before_its_handover_loses_no_acknowledged_event(seed: 
 
 # Seeds that lost acknowledged events before a restarted node handed the logs it loaded
 # to the key's owner (40: the crashed node was its side's only node and root), or before
-# the other root took a silent root's copies in.
-@pytest.mark.parametrize("seed", [16, 40, 57, 112])
+# the other root took a silent root's copies in; before numbers were tied to the one
+# before them (EventBody.prev: a replica's log that took the other side's copy at a free
+# number, 88; a gathering root that filled a number with a member's event of the other
+# numbering, 356, whose publisher now crashes before its acknowledgement: see
+# test_merge_links.py), before a merge's new numbers waited for the replicas (229), before
+# a log from before this root's merge moved its new events (23, 489, 593), and before a
+# node that starts numbering moved copies left under old numbers (62). 120, 362, 401
+# and 563 broke on the way there (a handover while the new numbers waited; a stale log
+# taken for a fork).
+@pytest.mark.parametrize("seed", [16, 40, 57, 112, 23, 88, 229, 489, 593, 62,
+                                  120, 362, 401, 563])
 def test_a_node_restarted_around_the_heal_loses_no_acknowledged_event(seed: int) -> None:
     assert_every_acknowledged_event_once_in_order(*restart_around_heal(seed))
 

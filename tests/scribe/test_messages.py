@@ -125,8 +125,8 @@ def test_a_run_down_an_edge_carries_up_to_max_batch_events_and_stands_for_chaine
                              Event(body("bb", seq=3), 1, ref(7), True, (), 2)]
 
 
-def test_numbering_copies_every_field_but_seq() -> None:
+def test_numbering_copies_every_field_but_seq_and_prev() -> None:
     published = EventBody("t", "ab", None, {"x": 1}, b"p", "00c8", 2.5)
-    assert published.numbered(7) == dataclasses.replace(published, seq=7)
+    assert published.numbered(7, "ab") == dataclasses.replace(published, seq=7, prev="ab")
     with pytest.raises(ValueError):
-        published.numbered(0)
+        published.numbered(0, None)

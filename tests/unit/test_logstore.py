@@ -5,10 +5,12 @@ never served."""
 from __future__ import annotations
 
 import sqlite3
+import zlib
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import cbor2
 import pytest
 import trio
 
@@ -37,6 +39,11 @@ NODE = "ab" * 16
 def body(topic: str, seq: int, payload: bytes = b"p") -> EventBody:
     return EventBody(topic, f"{seq:032x}", seq, {"n": seq, "s": "x"}, payload, "cd" * 16,
                      1700000000.0 + seq)
+
+
+def linked(seq: int, ttl: float | None = None) -> EventBody:
+    """``seq``'s event naming the one before it (``prev``), with a ttl or none."""
+    return replace(body("t", seq), prev=f"{seq - 1:032x}", ttl=ttl)
 
 
 def renumbered(seq: int, to: int) -> EventBody:
@@ -73,6 +80,12 @@ CASES: dict[str, list[StorageOp]] = {
     "move": [
         AppendEvents("t", tuple(body("t", s) for s in range(1, 5))),
         MoveEvents("t", (2, 3), (renumbered(2, 5), renumbered(3, 6), body("t", 7))),
+    ],
+    # Rows of five fields (no ttl, no prev), six (a ttl), seven (a prev, with or without
+    # a ttl): an event keeps the link to the one before it across a restart.
+    "links and ttls": [
+        AppendEvents("t", (body("t", 1), linked(2), linked(3, 60.0),
+                           replace(body("t", 4), ttl=5.0))),
     ],
 }
 
@@ -112,6 +125,8 @@ def test_stores_agree_on_every_case(store: Store, case: str, tmp_path: Path) -> 
         "large payload": [RestoredLog("big", 1, 1, (body("big", 1, b"\x00" * 1_000_000),))],
         "move": [RestoredLog("t", 7, 1, (body("t", 1), body("t", 4), renumbered(2, 5),
                                          renumbered(3, 6), body("t", 7)))],
+        "links and ttls": [RestoredLog("t", 4, 1, (body("t", 1), linked(2), linked(3, 60.0),
+                                                   replace(body("t", 4), ttl=5.0)))],
     }[case]
     assert store(CASES[case], tmp_path) == expected
 
@@ -144,6 +159,26 @@ def test_a_flipped_bit_in_an_event_drops_it_and_what_follows_in_its_topic(
     store.close()
     again = LogStore(path, NODE, SyncPolicy())
     assert again.load().dropped == []
+
+
+@pytest.mark.parametrize("extra", [1, 2, 3])
+def test_an_event_row_of_eight_fields_or_a_bad_prev_is_damage(tmp_path: Path,
+                                                              extra: int) -> None:
+    # A row checksummed right but not an event: five fields and at most a ttl and a
+    # prev. (A prev that is no msg_id is refused as a peer's would be.)
+    path = filled_store(tmp_path)
+    row = [f"{8:032x}", {}, b"p", "cd" * 16, 1700000008.0, None, f"{7:032x}", None][:5 + extra]
+    if extra == 2:
+        row[6] = "not hex"
+    data = cbor2.dumps(row)
+    db = sqlite3.connect(path)
+    db.execute("UPDATE events SET body = ?, crc = ? WHERE topic = 't' AND seq = 8",
+               (data, zlib.crc32(data)))
+    db.commit()
+    db.close()
+    report = LogStore(path, NODE, SyncPolicy()).load()
+    dropped = [] if extra == 1 else [("t", "event 8: undecodable (ValueError)")]
+    assert report.dropped == dropped
 
 
 def test_another_nodes_log_is_refused(tmp_path: Path) -> None:
