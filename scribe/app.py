@@ -473,14 +473,18 @@ class ScribeApp:
         numbered a topic as the root of its side of a partition and stopped (crashed)
         before it handed its log over: then what it acknowledged is in no other log the
         owner will read. The owner merges them (fork-aware); events it holds already
-        change nothing. (Topics whose key this node owns it claims itself.)"""
+        change nothing. A topic whose key this node owns stays to offer until it numbers
+        the topic itself: the ring may yet settle with another owner (a restarted node
+        can take itself for the owner of keys for a moment)."""
         s, retention = self.state, self.publishing.retention
         for topic in sorted(retention.unoffered):
+            if s.host.is_responsible(s.mid(topic)):
+                continue
             copies = retention.replica.get(topic)
-            if copies is not None and copies.events and not s.host.is_responsible(s.mid(topic)):
+            if copies is not None and copies.events:
                 self.membership.send_log(now, topic, copies.bodies(len(copies)),
                                          s.seq.get(topic, 0))
-        retention.unoffered.clear()
+            retention.unoffered.discard(topic)
 
     def next_deadline(self) -> float | None:
         own = self.state.timers.next_deadline()

@@ -130,6 +130,7 @@ class Retention:
         """This node now numbers ``topic``: take over the copies it holds for it. (Other
         roots' copies, kept apart, are taken in at its next tick: scribe.other_roots.)"""
         self.other_roots.hurry(topic)
+        self.unoffered.discard(topic)  # its log is this node's own from now on
         copies = self.replica.pop(topic, None)
         if copies is not None:
             self.adopt(topic, copies)

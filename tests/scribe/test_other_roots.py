@@ -139,3 +139,24 @@ def test_a_restarted_node_that_owns_the_key_keeps_its_log_to_number_on() -> None
     host.pred = ref(100)
     app.on_timer(10.0 + CONFIG.heartbeat_interval)
     assert [msg for _, msg in host.routed if isinstance(msg, RootHandover)] == []
+    # It numbers the topic: its log is its own, no restored log to offer (when the key
+    # moves, a live root's handover takes it).
+    app.publish(11.0, TOPIC, {}, msg_id="a4", reliable=False)
+    host.responsible_for.clear()
+    app.on_timer(10.0 + 2 * CONFIG.heartbeat_interval)
+    handovers = [msg for _, msg in host.routed if isinstance(msg, RootHandover)]
+    assert [(m.live, m.seq) for m in handovers] == [(True, 4)]
+
+
+def test_a_restarted_node_that_took_itself_for_the_owner_offers_its_log_once_it_is_not() -> None:
+    # Back in the ring, the node owns the key for a moment (its successor list is not
+    # settled); then the ring settles with another owner (found by the fuzz: seed 825 of
+    # bench/heal_fuzz.py restart, the b side's only node and root).
+    app, host = restarted(150, owns_the_key=True)
+    host.pred = ref(100)
+    app.on_timer(10.0 + CONFIG.heartbeat_interval)
+    host.responsible_for.clear()
+    app.on_timer(10.0 + 2 * CONFIG.heartbeat_interval)
+    handovers = [msg for _, msg in host.routed if isinstance(msg, RootHandover)]
+    assert [(m.seq, [b.msg_id for b in m.events]) for m in handovers] == [
+        (3, ["aa", "a2", "a3"])]
