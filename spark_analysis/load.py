@@ -94,6 +94,9 @@ class LoadResult:
     record_count: int
     bad_samples: list[dict[str, str]] = field(default_factory=list)
     bad_by_reason: dict[str, int] = field(default_factory=dict)
+    # The record types the tally counted (every type among ``records``): a metric step
+    # whose types are all absent has nothing to read, and runs no Spark job.
+    record_types: frozenset[str] = frozenset()
 
 
 def partial_tally(records: pa.Table) -> pa.Table:
@@ -248,6 +251,7 @@ def load_traces(spark: SparkSession, path: str, out: OutDir, run: str | None = N
             {"file": samples[r][0], "line": samples[r][2], "reason": r} for r in by_reason
         ],
         bad_by_reason=by_reason,
+        record_types=frozenset(tally.column("ev").unique().to_pylist()),
     )
 
 
