@@ -3,6 +3,7 @@ steps over record types the trace lacks run no Spark job."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,15 @@ class Boom(RuntimeError):
     pass
 
 
+def _failing(message: str) -> Callable[[DataFrame], DataFrame]:
+    """A stand-in for a step's function over the records that raises ``message``."""
+
+    def fail(records: DataFrame) -> DataFrame:
+        raise Boom(message)
+
+    return fail
+
+
 @pytest.mark.timeout(120)
 def test_a_failed_step_is_raised_and_its_dependents_do_not_wait(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -29,11 +39,7 @@ def test_a_failed_step_is_raised_and_its_dependents_do_not_wait(
     # Gossip waits for the published events, latency for the deliveries: both would
     # block for ever if the chain that makes them failed without telling them.
     info = generate(tmp_path / "traces", Spec(seed=2, events=20, nodes=8, malformed=0))
-
-    def fail(records: DataFrame) -> DataFrame:
-        raise Boom("no publishes today")
-
-    monkeypatch.setattr(expected, "publishes", fail)
+    monkeypatch.setattr(expected, "publishes", _failing("no publishes today"))
     steps: list[str] = []
     with pytest.raises(Boom, match="no publishes today"):
         analysis.run_analysis(
@@ -68,16 +74,10 @@ def test_steps_over_record_types_the_trace_lacks_read_nothing(
     # Synthetic traces have no recover, storage_dropped or durable consumers' records:
     # those steps give their empty results from loading's tally, without a Spark job.
     info = generate(tmp_path / "traces", Spec(seed=4, events=10, nodes=6, malformed=0))
-
-    def unread(records: DataFrame) -> DataFrame:
-        raise Boom("read records of a type the trace lacks")
-
-    for module, name in (
-        (recovery, "recovery_starts"),
-        (recovery, "dropped_by_reason"),
-        (consumers, "consumer_records"),
-    ):
-        monkeypatch.setattr(module, name, unread)
+    unread = _failing("read records of a type the trace lacks")
+    monkeypatch.setattr(recovery, "recovery_starts", unread)
+    monkeypatch.setattr(recovery, "dropped_by_reason", unread)
+    monkeypatch.setattr(consumers, "consumer_records", unread)
     result = analysis.run_analysis(spark, str(info.out_dir), tmp_path / "out", report=False)
     assert result.summary["recovery"]["nodes"] == 0
     assert result.summary["recovery"]["dropped"] == {}
