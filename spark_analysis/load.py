@@ -233,6 +233,10 @@ def load_traces(spark: SparkSession, path: str, out: OutDir, run: str | None = N
     records = files.mapInArrow(
         partial(parse_files, root=root, run=run, counted=counted), NORMALIZED_SCHEMA
     )
+    # Spark sorts each task's records by ev before this write: its partitioned writer
+    # has one file open at a time per task, so each partition's rows must come
+    # together. Its concurrent writers (a file open per ev, no sort) cost more CPU in
+    # three rounds of measurement (spark_analysis/README.md); the sort stays.
     records.write.mode("overwrite").partitionBy("ev").options(**RECORDS_WRITE_OPTIONS).parquet(
         target
     )
