@@ -149,18 +149,29 @@ class _Steps:
         self.results.depth_hist = rows_by_scope(trees.depth_histogram(depths))
         self.recovery()
 
+    def absent(self, evs: tuple[str, ...]) -> bool:
+        """No record of any type in ``evs`` was loaded: a step over them has nothing to
+        read, and its empty results need no Spark job (most runs have no recovery and
+        no durable consumers)."""
+        return self.loaded.record_types.isdisjoint(evs)
+
     def recovery(self) -> None:
         self.step(STEPS[7])
-        starts = recovery.recovery_starts(self.records)
         r = self.results
-        r.recovery_nodes = [row.asDict() for row in recovery.node_recovery(starts).collect()]
-        r.recovery_dropped = [
-            row.asDict() for row in recovery.dropped_by_reason(self.records).collect()
-        ]
+        r.recovery_nodes, r.recovery_dropped = [], []
+        if not self.absent(recovery.RECOVERY_EVS):
+            starts = recovery.recovery_starts(self.records)
+            r.recovery_nodes = [row.asDict() for row in recovery.node_recovery(starts).collect()]
+            r.recovery_dropped = [
+                row.asDict() for row in recovery.dropped_by_reason(self.records).collect()
+            ]
         self.durable_consumers()
 
     def durable_consumers(self) -> None:
         self.step(STEPS[8])
+        if self.absent(consumers.CONSUMER_EVS):
+            self.results.consumers = ConsumerRows()
+            return
         crecs = self.keep(consumers.consumer_records(self.records))
         found = self.keep(consumers.consumers_seen(crecs))
         if found.isEmpty():  # most runs: the summary and report say nothing of consumers

@@ -94,6 +94,9 @@ class LoadResult:
     record_count: int
     bad_samples: list[dict[str, str]] = field(default_factory=list)
     bad_by_reason: dict[str, int] = field(default_factory=dict)
+    # The record types the tally counted (every type among ``records``): a metric step
+    # whose types are all absent has nothing to read, and runs no Spark job.
+    record_types: frozenset[str] = frozenset()
 
 
 def partial_tally(records: pa.Table) -> pa.Table:
@@ -230,6 +233,10 @@ def load_traces(spark: SparkSession, path: str, out: OutDir, run: str | None = N
     records = files.mapInArrow(
         partial(parse_files, root=root, run=run, counted=counted), NORMALIZED_SCHEMA
     )
+    # Spark sorts each task's records by ev before this write: its partitioned writer
+    # has one file open at a time per task, so each partition's rows must come
+    # together. Its concurrent writers (a file open per ev, no sort) cost more CPU in
+    # three rounds of measurement (spark_analysis/README.md); the sort stays.
     records.write.mode("overwrite").partitionBy("ev").options(**RECORDS_WRITE_OPTIONS).parquet(
         target
     )
@@ -248,6 +255,7 @@ def load_traces(spark: SparkSession, path: str, out: OutDir, run: str | None = N
             {"file": samples[r][0], "line": samples[r][2], "reason": r} for r in by_reason
         ],
         bad_by_reason=by_reason,
+        record_types=frozenset(tally.column("ev").unique().to_pylist()),
     )
 
 

@@ -19,6 +19,8 @@ from spark_analysis.schema import Ev
 #: The ``reason`` of a ``storage_dropped`` record without a topic: the whole file was
 #: refused (its text names the file, which differs per node).
 WHOLE_FILE = "whole file"
+#: The record types this module reads.
+RECOVERY_EVS = (Ev.RECOVER, Ev.STORAGE_DROPPED)
 
 
 def recovery_starts(records: DataFrame) -> DataFrame:

@@ -40,6 +40,8 @@ def _check(traces: Path, out: Path, summary_in_memory: dict[str, Any]) -> dict[s
     assert "consumers" not in summary and "Durable consumers" not in page
     assert "http://" not in page and "https://" not in page  # opens offline
     assert sorted(p.name for p in (out / "records").glob("ev=*"))  # Parquet by ev
+    # Written through Hadoop's raw local file system: no .crc file beside each file.
+    assert not sorted(out.rglob("*.crc"))
     return summary
 
 

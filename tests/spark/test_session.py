@@ -73,3 +73,22 @@ def test_archives_unused_for_a_week_are_removed(tmp_path: Path) -> None:
         os.utime(tmp_path / name, (now - days * 86400, now - days * 86400))
     session._prune_archives(tmp_path, now=now)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spark-2-new.jsa", "x.txt"]
+
+
+def test_the_jit_directives_parse_and_only_stderr_hears_of_them() -> None:
+    # The JVM refuses to start on a directives file it cannot parse; one that parses is
+    # counted on the VM's output, which must reach stderr (filtered), never stdout.
+    import shutil
+    import subprocess
+
+    java = shutil.which("java")
+    if java is None:
+        pytest.skip("no java on PATH")
+    options = session.JIT_DIRECTIVES.format(path=session.jit_directives_path()).split()
+    ran = subprocess.run(
+        [java, *options, "-version"], capture_output=True, timeout=60, check=False
+    )
+    assert ran.returncode == 0, ran.stderr.decode()
+    assert b"compiler directives added" not in ran.stdout
+    noise = [line for line in ran.stderr.splitlines() if b"compiler directives" in line]
+    assert noise and all(line.startswith(session.JVM_NOISE) for line in noise)

@@ -105,12 +105,26 @@ def test_outputs_go_to_a_uri_through_hadoop(
     """A ``file:`` URI is written as any URI is: Spark's writers for the tables,
     Hadoop's FileSystem (by the JVM gateway) for summary.json and report.html."""
     out = tmp_path / "out"
-    result = run_analysis(spark, str(match_all_run.traces), out.as_uri(), run="synthetic")
+    # The session writes local paths through Hadoop's raw local file system; for this
+    # run its checksummed one, which leaves a .crc beside each file it writes: the mark
+    # that summary.json went through Hadoop, not Python.
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    kept = {key: hadoop.get(key) for key in ("fs.file.impl", "fs.file.impl.disable.cache")}
+    hadoop.set("fs.file.impl", "org.apache.hadoop.fs.LocalFileSystem")
+    hadoop.set("fs.file.impl.disable.cache", "true")
+    try:
+        result = run_analysis(spark, str(match_all_run.traces), out.as_uri(), run="synthetic")
+    finally:
+        for key, value in kept.items():
+            if value is None:
+                hadoop.unset(key)
+            else:
+                hadoop.set(key, value)
     assert result.summary_path == f"{out.as_uri()}/summary.json"
     assert json.loads((out / "summary.json").read_text()) == json.loads(
         json.dumps(match_all_run.summary)
     )
-    assert (out / ".summary.json.crc").is_file()  # Hadoop's local file system wrote it
+    assert (out / ".summary.json.crc").is_file()  # Hadoop's file system wrote it
     assert (out / "report.html").read_text().startswith("<!DOCTYPE html>")
     assert sorted(p.name for p in (out / "records").glob("ev=*"))
     assert (out / "tables" / "node_stress" / "_SUCCESS").is_file()
