@@ -28,7 +28,7 @@ from overlay.core import (
     message,
     record,
 )
-from overlay.core.framing import MapDecoder, MapEncoder, frame_bytes
+from overlay.core.framing import CborEncoder, MapDecoder, frame_bytes
 
 
 @record
@@ -387,7 +387,7 @@ def test_encoding_a_mistyped_message_is_local_misuse(build: Any, field: str) -> 
 
 
 def test_a_reused_map_encoder_gives_the_bytes_of_encode_map_and_survives_a_failure() -> None:
-    encode = MapEncoder()
+    encode = CborEncoder()
     maps = [{"a": 1, "payload": b"x" * 300}, {}, {"nested": {"list": [1, 2.5, "t"]}},
             {"big": (1 << 64) - 1, "neg": -(1 << 63)}]
     for obj in maps:
