@@ -24,6 +24,7 @@ from overlay.core.pubsub import (
     check_topic,
     check_ttl,
     is_hex_id,
+    is_node_hex,
 )
 
 #: Most groups one subtree digest may advertise.
@@ -103,7 +104,7 @@ class EventBody(Record):
             check_msg_id(self.msg_id)
         if self.prev is not None and not is_hex_id(self.prev):
             check_hex(self.prev, "prev (a msg_id)")
-        if not is_hex_id(self.publisher):
+        if not is_node_hex(self.publisher):
             check_hex(self.publisher, "a publisher id")
         if self.attrs:
             check_attrs(self.attrs)

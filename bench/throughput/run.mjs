@@ -2,7 +2,7 @@
 //
 //   node bench/throughput/run.mjs [--quick] [--rounds 3] [--events 50000] [--window 512]
 //        [--sizes 100,4096] [--subs 1,10] [--daemons 1,10] [--systems a,b] [--no-native]
-//        [--paced-events 2000] [--paced-rate 1000]
+//        [--paced-events 2000] [--paced-rate 1000] [--topics 3]
 //
 // Systems: the overlay through clients/js (unreliable and reliable publishes), Mosquitto
 // through npm mqtt (QoS 0 and 1), Redis pub/sub through npm redis, NATS core through npm
@@ -12,7 +12,11 @@
 //
 // Setups: 1 daemon (publisher and subscribers on it) and 10 daemons (`overlay cluster
 // up`; the publisher on n00, subscriber i on daemon 1 + i % 9), against one broker with
-// the same publisher and subscribers. Per setup, subscriber count and payload size:
+// the same publisher and subscribers. Among several daemons a topic's name decides where
+// its tree lies (its root is the daemon owning the name's key: the publisher's, a
+// subscriber's or another, one hop or more away), and with it the figure: each such
+// setup runs `--topics` topics, each printed with its root and the subscribers' depth,
+// then the ratios over all their rounds together. Per setup, subscriber count and size:
 //   throughput  `--events` events as fast as the publisher can send them with `--window`
 //               unacknowledged (overlay: replies; MQTT: PUBACK at QoS 1, the socket
 //               write at QoS 0; Redis: replies; NATS: a flush every `--window`).
@@ -42,7 +46,7 @@ function parseArgs(argv) {
   const options = {
     rounds: 3, events: 50_000, events4k: 20_000, window: 512, sizes: [100, 4096],
     subs: [1, 10], daemons: [1, 10], systems: Object.keys(SYSTEMS), native: true,
-    pacedEvents: 2000, pacedRate: 1000, warmup: 5000,
+    pacedEvents: 2000, pacedRate: 1000, warmup: 5000, topics: 3,
   };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
@@ -61,6 +65,7 @@ function parseArgs(argv) {
     else if (flag === '--no-native') options.native = false;
     else if (flag === '--paced-events') options.pacedEvents = Number(value());
     else if (flag === '--paced-rate') options.pacedRate = Number(value());
+    else if (flag === '--topics') options.topics = Number(value());
     else throw new Error(`unknown flag ${flag}`);
   }
   return options;
@@ -209,10 +214,27 @@ const fmtRate = (x) => (x >= 1000 ? `${(x / 1000).toFixed(1)}k` : x.toFixed(0));
 const fmtUs = (x) => (x === null || x === undefined ? '-'
   : x >= 1000 ? `${(x / 1000).toFixed(2)}ms` : `${x.toFixed(0)}us`);
 
-/** One setup (daemons), one subscriber count: every system, every size. */
-async function scenario(setup, nsubs, overlay, brokers, options, results) {
-  const topic = `bench-${process.pid}-${setup.replace(' ', '')}-${nsubs}`;
+/** Where `topic`'s tree lies among the daemons (`overlay tree`): its root, whose daemon
+ * that is, and the depth of the deepest subscriber's daemon (the root's children: 1). */
+async function placement(overlay, topic, subscriberApis) {
+  const nodes = await overlay.tree(topic);
+  const nameOf = (id) => overlay.names[overlay.ids.indexOf(id)] ?? id.slice(0, 8);
+  const subscriberIds = subscriberApis.map((api) => overlay.ids[overlay.apis.indexOf(api)]);
+  const roots = nodes.filter((node) => node.role === 'root');
+  if (roots.length !== 1) return `${roots.length} roots`;
+  const root = roots[0].node;
+  const whose = root === overlay.ids[0] ? "publisher's"
+    : subscriberIds.includes(root) ? "a subscriber's" : 'another';
+  const depths = subscriberIds.map((id) => nodes.find((node) => node.node === id)?.depth ?? NaN);
+  return `root ${nameOf(root)} (${whose} daemon), deepest subscriber's daemon at depth `
+    + `${Math.max(...depths)} (the root: 0)`;
+}
+
+/** One setup (daemons), one subscriber count, one topic: every system, every size. */
+async function scenario(setup, nsubs, overlay, brokers, options, results, topicNo) {
+  const topic = `bench-${process.pid}-${setup.replace(' ', '')}-${nsubs}-t${topicNo}`;
   const contenders = {};
+  let where = null;
   try {
     for (const name of options.systems) {
       const system = SYSTEMS[name];
@@ -232,9 +254,13 @@ async function scenario(setup, nsubs, overlay, brokers, options, results) {
       contenders[name] = { subs, publisher: await adapter.publisher(publishTo, topic) };
       await subs.ready();
       await probe(name, contenders[name]);
+      if (system.kind === 'overlay' && overlay.apis.length > 1 && where === null) {
+        where = await placement(overlay, topic, [...new Set(targets)]);
+      }
     }
     const names = Object.keys(contenders);
-    log(`${setup}, ${nsubs} subscriber(s): ${names.join(', ')} subscribed; load ${load()}`);
+    log(`${setup}, ${nsubs} subscriber(s)${where ? `, topic ${topicNo + 1}: ${where}` : ''}: `
+      + `${names.join(', ')} subscribed; load ${load()}`);
     for (const size of options.sizes) {
       // Fewer events with more subscribers: about the same deliveries per run.
       const count = Math.max(2000, Math.round((size > 1000 ? options.events4k : options.events)
@@ -246,15 +272,15 @@ async function scenario(setup, nsubs, overlay, brokers, options, results) {
         const order = names.map((_, i) => names[(i + round) % names.length]);
         for (const name of order) {
           const result = await throughput(contenders[name], count, options.window, size);
-          results.push({ kind: 'throughput', setup, nsubs, size, name, round, load: os.loadavg()[0],
-            ...result });
+          results.push({ kind: 'throughput', setup, nsubs, size, name, round, topicNo, where,
+            load: os.loadavg()[0], ...result });
           log(`  ${size} B round ${round + 1} ${name}: ${fmtRate(result.rate)}/s`
             + `${result.lost ? ` (LOST ${result.lost})` : ''}`);
         }
       }
       for (const name of names) {
         const result = await latency(contenders[name], options.pacedEvents, options.pacedRate, size);
-        results.push({ kind: 'paced', setup, nsubs, size, name, ...result });
+        results.push({ kind: 'paced', setup, nsubs, size, name, topicNo, where, ...result });
       }
     }
   } finally {
@@ -272,16 +298,33 @@ const PAIRS = [
   ['overlay unreliable', 'nats core'],
 ];
 
+/** Per pair of PAIRS both in `rows`: the overlay / broker ratio of each round (the two
+ * runs of a round are neighbours in time), with the load of each. */
+function pairRatios(rows) {
+  const pairs = [];
+  for (const [a, b] of PAIRS) {
+    const ra = rows.filter((r) => r.name === a && r.kind === 'throughput');
+    const rb = rows.filter((r) => r.name === b && r.kind === 'throughput');
+    if (!ra.length || !rb.length) continue;
+    const ratios = ra.map((r) => r.rate / rb.find((x) => x.round === r.round
+      && x.topicNo === r.topicNo).rate);
+    pairs.push({ a, b, ratios, loads: ra.map((r) => r.load) });
+  }
+  return pairs;
+}
+
 function report(results, options) {
   const groups = new Map();
   for (const r of results) {
-    const key = `${r.setup}|${r.nsubs}|${r.size}`;
+    const key = `${r.setup}|${r.nsubs}|${r.size}|${r.topicNo}`;
     if (!groups.has(key)) groups.set(key, []);
     groups.get(key).push(r);
   }
   for (const [key, rows] of groups) {
     const [setup, nsubs, size] = key.split('|');
-    console.log(`\n## ${setup}, ${nsubs} subscriber(s), ${size} B payload, window ${options.window}`);
+    const where = rows[0].where ? `, topic ${rows[0].topicNo + 1}: ${rows[0].where}` : '';
+    console.log(`\n## ${setup}, ${nsubs} subscriber(s), ${size} B payload, window ${options.window}`
+      + where);
     console.log('system               events/s (min-max)          MB/s    burst p50/p99       paced p50/p99');
     const names = [...new Set(rows.map((r) => r.name))];
     for (const name of names) {
@@ -295,16 +338,33 @@ function report(results, options) {
         + `${fmtUs(median(runs.map((r) => r.burstP50)))}/${fmtUs(median(runs.map((r) => r.burstP99)))}`.padEnd(20)
         + `${fmtUs(pace?.p50)}/${fmtUs(pace?.p99)}${lost ? `  LOST ${lost}` : ''}`);
     }
-    for (const [a, b] of PAIRS) {
-      const ra = rows.filter((r) => r.name === a && r.kind === 'throughput');
-      const rb = rows.filter((r) => r.name === b && r.kind === 'throughput');
-      if (!ra.length || !rb.length) continue;
-      const ratios = ra.map((r) => r.rate / rb.find((x) => x.round === r.round).rate);
+    for (const { a, b, ratios, loads } of pairRatios(rows)) {
       const pa = rows.find((r) => r.name === a && r.kind === 'paced');
       const pb = rows.find((r) => r.name === b && r.kind === 'paced');
       console.log(`  ${a} / ${b}: throughput per round ${ratios.map((x) => x.toFixed(2)).join(' ')}`
         + ` -> median ${median(ratios).toFixed(2)}x; paced p99 ${(pa.p99 / pb.p99).toFixed(2)}x`
-        + ` (load ${ra.map((r) => r.load.toFixed(1)).join(' ')})`);
+        + ` (load ${loads.map((x) => x.toFixed(1)).join(' ')})`);
+    }
+  }
+  // A setup run with several topics: the ratios of all their rounds together, so that
+  // no one topic's tree decides the figure.
+  const setups = new Map();
+  for (const r of results) {
+    const key = `${r.setup}|${r.nsubs}|${r.size}`;
+    if (!setups.has(key)) setups.set(key, []);
+    setups.get(key).push(r);
+  }
+  for (const [key, rows] of setups) {
+    const topics = new Set(rows.map((r) => r.topicNo));
+    if (topics.size < 2) continue;
+    const [setup, nsubs, size] = key.split('|');
+    console.log(`\n## ${setup}, ${nsubs} subscriber(s), ${size} B payload: ${topics.size} topics`);
+    for (const { a, b, ratios } of pairRatios(rows)) {
+      const perTopic = [...topics].map((t) => median(pairRatios(rows.filter((r) => r.topicNo === t))
+        .find((p) => p.a === a && p.b === b).ratios).toFixed(2));
+      console.log(`  ${a} / ${b}: median of ${ratios.length} rounds ${median(ratios).toFixed(2)}x`
+        + ` (min ${Math.min(...ratios).toFixed(2)}, max ${Math.max(...ratios).toFixed(2)};`
+        + ` per topic ${perTopic.join(' ')})`);
     }
   }
 }
@@ -329,7 +389,9 @@ async function main() {
       cleanups.push(overlay.stop);
       try {
         for (const nsubs of options.subs) {
-          await scenario(setup, nsubs, overlay, brokers, options, results);
+          for (let topicNo = 0; topicNo < (daemons > 1 ? options.topics : 1); topicNo++) {
+            await scenario(setup, nsubs, overlay, brokers, options, results, topicNo);
+          }
         }
       } finally {
         await overlay.stop();

@@ -122,6 +122,14 @@ export async function startOverlay(dir, nodes, protocol = null) {
   return {
     apis: inventory.nodes.map((node) => node.api),
     pids: inventory.nodes.map((node) => node.pid),
+    names: inventory.nodes.map((node) => node.name),
+    ids: inventory.nodes.map((node) => node.node),
+    /** `overlay tree TOPIC --json`, asked of the first daemon: one entry per tree node. */
+    tree: async (topic) => {
+      const { stdout } = await promisify(execFile)(OVERLAY_BIN, ['tree', topic, '--json',
+        '--api', inventory.nodes[0].api], { maxBuffer: 1 << 20 });
+      return stdout.trim().split('\n').map((line) => JSON.parse(line));
+    },
     stop: () => promisify(execFile)(OVERLAY_BIN, ['cluster', 'down', '--dir', dir]),
   };
 }

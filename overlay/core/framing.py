@@ -101,16 +101,17 @@ def _unencodable(obj: Any, exc: Exception) -> LocalProtocolError:
     return LocalProtocolError(f"cannot encode {obj!r} as CBOR: {exc}")
 
 
-class MapEncoder:
-    """:func:`encode_map` for one owner's many maps: reuses one CBOR encoder and the
-    buffer it writes to (making an encoder per map, as ``cbor2.dumps`` does, cost 1.46
-    against 1.05 us for a notify's map). Not for several threads at once."""
+class CborEncoder:
+    """CBOR bytes of one owner's many values (:func:`encode_map` for maps): reuses one
+    CBOR encoder and the buffer it writes to (making an encoder per value, as
+    ``cbor2.dumps`` does, cost 1.46 against 1.05 us for a notify's map, and 0.99
+    against 0.79 us for a log row). Not for several threads at once."""
 
     def __init__(self) -> None:
         self._stream = io.BytesIO()
         self._encoder = cbor2.CBOREncoder(self._stream)
 
-    def __call__(self, obj: dict[str, Any]) -> bytes:
+    def __call__(self, obj: object) -> bytes:
         stream = self._stream
         stream.seek(0)
         stream.truncate()

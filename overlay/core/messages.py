@@ -37,10 +37,13 @@ class Record:
 
     _decoders: ClassVar[dict[str, Converter]]
     _encoders: ClassVar[dict[str, Converter]]
-    #: Encoding, as a field of a message: the same instance goes out again and again
-    #: (one event body to each child, this node's own reference in every message), so
-    #: the map made for the last instance is given again. (Maps of nested records may
-    #: thus be shared between messages' maps: nothing changes them once made.)
+    #: Encoding, as a field of a message: the same instances go out again and again
+    #: (a run of event bodies down each edge in turn, this node's own reference in
+    #: every message), so the maps made for recent instances are given again; and an
+    #: instance decoded from a peer's map of exactly its fields (unless interned, see
+    #: below) has that map as its own, checked (a body passed on down the tree is not
+    #: encoded again). (Maps of nested records may thus be shared between messages'
+    #: maps: nothing changes them once made.)
     reuse_wire: ClassVar[bool] = False
     #: Decoding, as a field of a message: equal maps come again and again (a peer's
     #: reference in every message it sends), so instances made from recent maps are
@@ -185,8 +188,9 @@ def _compile(tp: Any) -> tuple[Converter, Converter]:
         # Any registered message (e.g. the payload of a routed envelope).
         return _decode_any_message, _encode_any_message
     if isinstance(tp, type) and issubclass(tp, Record):
-        return (_interning_decoder(tp) if tp.intern_decoded else tp.from_wire,
-                _reusing_encoder(tp) if tp.reuse_wire else _record_encoder(tp))
+        decoder = (_interning_decoder(tp) if tp.intern_decoded
+                   else _reusing_decoder(tp) if tp.reuse_wire else tp.from_wire)
+        return decoder, _reusing_encoder(tp) if tp.reuse_wire else _record_encoder(tp)
     if origin in (typing.Union, types.UnionType):
         options = [_compile(arg) for arg in typing.get_args(tp)]
         as_is = _passed_through(tp)
@@ -310,20 +314,58 @@ def _record_encoder(cls: type[Record]) -> Converter:
     return encode
 
 
+#: Most maps the codec keeps per record class that reuses them (then it starts
+#: afresh): more than a message's run of event bodies (``scribe.messages.MAX_BATCH``),
+#: so that a run sent down several edges, or passed on as it came, is encoded once. The
+#: instances are kept alive with their maps; a node holds the events it handled longer
+#: anyway (``scribe.dissemination.EventMemory``).
+REUSED_MAX = 1024
+
+#: Per record class that reuses its maps: id(instance) -> (instance, its map), shared
+#: by the class's decoder and every field's encoder.
+_REUSED: dict[type[Record], dict[int, tuple[Any, Any]]] = {}
+
+
+def _reused(cls: type[Record]) -> dict[int, tuple[Any, Any]]:
+    return _REUSED.setdefault(cls, {})
+
+
 def _reusing_encoder(cls: type[Record]) -> Converter:
-    """``value.to_wire()``, giving the last map again for the same instance (see
-    :attr:`Record.reuse_wire`)."""
-    last: list[Any] = [None, None]  # the instance (kept alive: ids are not reused) and map
+    """``value.to_wire()``, giving the map again for an instance encoded or decoded
+    recently (see :attr:`Record.reuse_wire`)."""
+    made = _reused(cls)
 
     def encode(value: Any) -> Any:
-        if value is not last[0]:
-            if not isinstance(value, cls):
-                raise _Invalid(f"expected {cls.__name__}, got {type(value).__name__}")
-            last[1] = value.to_wire()
-            last[0] = value
-        return last[1]
+        hit = made.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        if not isinstance(value, cls):
+            raise _Invalid(f"expected {cls.__name__}, got {type(value).__name__}")
+        wire = value.to_wire()
+        if len(made) >= REUSED_MAX:
+            made.clear()
+        made[id(value)] = (value, wire)
+        return wire
 
     return encode
+
+
+def _reusing_decoder(cls: type[Record]) -> Converter:
+    """``cls.from_wire``, keeping the peer's map as the instance's own when it holds
+    exactly the instance's fields (see :attr:`Record.reuse_wire`): it passed every check
+    ``to_wire`` makes, and says what that would."""
+    made = _reused(cls)
+    fields = len(cls._plan)
+
+    def decode(value: Any) -> Any:
+        instance = cls.from_wire(value)  # raises for a bad map, which is not kept
+        if type(value) is dict and len(value) == fields and TYPE_KEY not in value:
+            if len(made) >= REUSED_MAX:
+                made.clear()
+            made[id(instance)] = (instance, value)
+        return instance
+
+    return decode
 
 
 def _decode_any_message(value: Any) -> Message:

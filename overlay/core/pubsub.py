@@ -8,6 +8,7 @@ parser, both cores' application calls and their wire messages check with these.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -63,6 +64,14 @@ def check_hex(text: str, what: str = "a msg_id") -> None:
 def is_hex_id(text: str) -> bool:
     """:func:`check_hex`'s test alone, for the per-event fast paths."""
     return _HEX_ID(text) is not None
+
+
+@functools.lru_cache(maxsize=1024)
+def is_node_hex(text: str) -> bool:
+    """:func:`is_hex_id` for the node ids events carry (their publisher): the same few
+    come with every event, so the answers are remembered (finding one again took 1.3k
+    instructions against 3.2k for the test, callgrind). Not for msg_ids: each is new."""
+    return is_hex_id(text)
 
 
 def check_msg_id(msg_id: str) -> None:

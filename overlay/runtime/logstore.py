@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 import cbor2
 import trio
 
+from overlay.core.framing import CborEncoder
 from overlay.core.storage import StorageOp, SyncPolicy
 from scribe.consumers import Progress
 from scribe.durability import (
@@ -128,6 +129,8 @@ class LogStore:
         self.policy = policy
         #: The quota on the file (None: none), as configured (``[storage] max_bytes``).
         self.max_bytes = max_bytes
+        #: Encodes the rows' events (one per event; the store is used by one thread).
+        self._encode = CborEncoder()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -198,7 +201,7 @@ class LogStore:
                 if isinstance(op, AppendEvents | MoveEvents):
                     seqs = []
                     for body in op.events:
-                        data = _encode_body(body)
+                        data = _encode_body(body, self._encode)
                         seq = body.seq or 0
                         seqs.append(seq)
                         # A bytearray is bound as a BLOB at once; bytes first go through
@@ -335,14 +338,15 @@ class LogStore:
             counter = max(counter, events[-1].seq or 0) if events else counter
         return RestoredLog(topic, counter, complete_from, tuple(events), loaded_at), problem
 
-def _encode_body(body: EventBody) -> bytes:
+
+def _encode_body(body: EventBody, encode: CborEncoder) -> bytes:
     """What a row stores of an event beyond its topic and seq (in their own columns): a
     CBOR array, cheaper to make than the event's wire map (one per event, on the worker
     thread that shares the interpreter with the event loop)."""
     row: tuple[Any, ...] = (body.msg_id, body.attrs, body.payload, body.publisher, body.ts)
     if body.prev is not None:
-        return cbor2.dumps((*row, body.ttl, body.prev))
-    return cbor2.dumps(row if body.ttl is None else (*row, body.ttl))
+        return encode((*row, body.ttl, body.prev))
+    return encode(row if body.ttl is None else (*row, body.ttl))
 
 
 def _checked_row(data: object, crc: int, what: str, decode: Callable[[Any], T]) -> T | str:

@@ -36,9 +36,9 @@ from overlay.core.errors import (
     RemoteProtocolError,
 )
 from overlay.core.framing import (
+    CborEncoder,
     FrameDecoder,
     MapDecoder,
-    MapEncoder,
     array_head,
     decode_map,
     encode_map,
@@ -172,7 +172,7 @@ class Transport:
         self._rids = itertools.count(1)
         self._nursery: trio.Nursery | None = None
         #: Encodes every message sent (one encoder reused: a message per event per hop).
-        self._encode = MapEncoder()
+        self._encode = CborEncoder()
 
     # -- lifecycle --------------------------------------------------------------------
 

@@ -130,3 +130,17 @@ def test_numbering_copies_every_field_but_seq_and_prev() -> None:
     assert published.numbered(7, "ab") == dataclasses.replace(published, seq=7, prev="ab")
     with pytest.raises(ValueError):
         published.numbered(0, None)
+
+
+@pytest.mark.parametrize("publisher", ["00C8", "", "0" * 65, "00c8 ", "xyz"])
+def test_a_bad_publisher_id_is_refused_every_time_after_good_ones_were_remembered(
+        publisher: str) -> None:
+    """The publisher test remembers its answers (is_node_hex): a good id is still
+    accepted, a bad one refused each time, not only when first seen."""
+    for _ in range(2):
+        assert EventBody("t", "ab", None, {}, b"p", "00c8", 2.5).publisher == "00c8"
+        with pytest.raises(ValueError, match="publisher id"):
+            EventBody("t", "ab", None, {}, b"p", publisher, 2.5)
+        wire = {**body("aa", seq=2).to_wire(), "publisher": publisher}
+        with pytest.raises(MessageError):
+            decode_message(wire_of(Event(body(seq=1), 1, ref(7), True, ()), body=wire))

@@ -26,9 +26,10 @@ from overlay.core import (
     encode_map,
     encode_message,
     message,
+    messages,
     record,
 )
-from overlay.core.framing import MapDecoder, MapEncoder, frame_bytes
+from overlay.core.framing import CborEncoder, MapDecoder, frame_bytes
 
 
 @record
@@ -346,6 +347,47 @@ def test_a_reused_wire_map_belongs_to_the_same_instance_only() -> None:
     assert decode_message(encode_message(Hello(a, 3))) == Hello(a, 3)
 
 
+@record
+class Item(Record):
+    reuse_wire = True
+
+    n: int
+    note: str | None = None
+
+
+@message("test.wire_items")
+class Items(Message):
+    items: tuple[Item, ...]
+
+
+def test_a_decoded_record_goes_on_with_the_peers_map_when_it_holds_exactly_its_fields(
+        ) -> None:
+    full, short, tagged = {"n": 1, "note": None}, {"n": 2}, {"n": 3, "t": "x"}
+    got = decode_message({"t": "test.wire_items", "items": [full, short, tagged]})
+    assert isinstance(got, Items) and got.items == (Item(1), Item(2), Item(3))
+    out = encode_message(Items(got.items))["items"]  # passed on as it came
+    assert out[0] is full
+    # Checked and decoded, but not of exactly the fields: the instance's own map goes.
+    assert out[1] == {"n": 2, "note": None} and out[2] == {"n": 3, "note": None}
+    with pytest.raises(MessageError):  # a look-alike of a kept map is still checked
+        decode_message({"t": "test.wire_items", "items": [{"n": "1", "note": None}]})
+
+
+def test_recent_records_are_encoded_once_for_every_message_and_the_store_is_bounded(
+        ) -> None:
+    messages._REUSED[Item].clear()  # what earlier tests left
+    first = Item(4)
+    shared = encode_message(Items((first,)))["items"][0]
+    later = [Item(i) for i in range(messages.REUSED_MAX - 2)]
+    assert encode_message(Items((*later, first)))["items"][-1] is shared
+    assert len(messages._REUSED[Item]) <= messages.REUSED_MAX
+    more = [Item(i) for i in range(3)]  # one past the bound: the store starts afresh
+    encode_message(Items(tuple(more)))
+    assert len(messages._REUSED[Item]) <= messages.REUSED_MAX
+    again = encode_message(Items((first,)))["items"][0]
+    assert again == shared and again is not shared
+
+
 @message("test.wire_two_peers")
 class TwoPeers(Message):
     a: Peer
@@ -387,7 +429,7 @@ def test_encoding_a_mistyped_message_is_local_misuse(build: Any, field: str) -> 
 
 
 def test_a_reused_map_encoder_gives_the_bytes_of_encode_map_and_survives_a_failure() -> None:
-    encode = MapEncoder()
+    encode = CborEncoder()
     maps = [{"a": 1, "payload": b"x" * 300}, {}, {"nested": {"list": [1, 2.5, "t"]}},
             {"big": (1 << 64) - 1, "neg": -(1 << 63)}]
     for obj in maps:

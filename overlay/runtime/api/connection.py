@@ -26,9 +26,9 @@ import trio
 from overlay.core.errors import FrameError
 from overlay.core.framing import (
     HEADER,
+    CborEncoder,
     FrameDecoder,
     MapDecoder,
-    MapEncoder,
     array_frame,
     encode_frame,
     encode_map,
@@ -167,7 +167,7 @@ class ApiConnection:
         self._unreplied: dict[int, _ReplySlot] = {}
         self.greeted = False
         #: Encodes this connection's replies and pushes (one encoder reused).
-        self._encode = MapEncoder()
+        self._encode = CborEncoder()
         #: The client asked at hello for notifies batched into ``notify_batch`` pushes.
         self.batch_notify = False
         self._pushes: deque[bytes | _NotifyBody] = deque()
