@@ -96,12 +96,15 @@ class Hosted:
     #: dropped by retention. Nothing is delivered, persisted or copied until then.
     resume_from: Progress | None = None
 
-    def forget(self, member: Member) -> None:
-        """``member`` left while it may have waited: nothing of it is held any more."""
+    def forget(self, member: Member) -> bool:
+        """``member`` left while it may have waited: nothing of it is held any more.
+        True when it was still waiting (the consumer never had it attached)."""
+        waited = member in self.waiting
         self.waiting.discard(member)
         if self.held_fetches:
             self.held_fetches = [f for f in self.held_fetches
                                  if Member(f.member.addr, f.sub) != member]
+        return waited
 
 
 class ConsumerRoots:
@@ -168,8 +171,8 @@ class ConsumerRoots:
         if hosted is not None:
             member = Member(msg.member.addr, msg.sub)
             hosted.leases.pop(member, None)
-            hosted.forget(member)
-            self._carry_out(now, hosted, hosted.consumer.detach(now, member))
+            if not hosted.forget(member):
+                self._carry_out(now, hosted, hosted.consumer.detach(now, member))
 
     def on_ack(self, now: float, msg: ConsumerAck, routed: bool) -> None:
         hosted = self._hosted_for(now, msg, routed)
@@ -226,8 +229,8 @@ class ConsumerRoots:
             for member, until in list(hosted.leases.items()):
                 if until <= now:
                     del hosted.leases[member]
-                    hosted.forget(member)
-                    self._carry_out(now, hosted, hosted.consumer.detach(now, member))
+                    if not hosted.forget(member):  # one still waiting was never attached
+                        self._carry_out(now, hosted, hosted.consumer.detach(now, member))
             if hosted.resume_from is not None and now >= hosted.gathering_until:
                 hosted = self._take_newer(now, (topic, name), hosted, hosted.resume_from)
             if hosted.resume_from is None:
