@@ -376,8 +376,7 @@ class Retention:
             elif msg.topic not in s.numbering:
                 self._keep_copies(now, msg.topic, msg.root, msg.seq, first, msg.events)
             elif msg.events:  # another root's (see on_replicate)
-                other = self.other_roots.copies_of(now, msg.topic, msg.root, msg.seq)
-                other.copies = self._stored(now, other.copies, msg.topic, first, msg.events)
+                self._keep_apart(now, msg.topic, msg.root, msg.seq, msg.events)
             if msg.events:
                 self.durability.write(AppendEvents(msg.topic, msg.events))
         if gathering or msg.topic not in s.numbering:
@@ -395,9 +394,7 @@ class Retention:
         log = self.replica.get(topic)
         apart = [] if log is None else [b for b in events if not log.fits(b)]
         if apart:
-            other = self.other_roots.copies_of(now, topic, root, counter)
-            other.copies = self._stored(now, other.copies, topic, apart[0].seq or 1,
-                                        tuple(apart))
+            self._keep_apart(now, topic, root, counter, tuple(apart))
             kept_apart = {b.msg_id for b in apart}
             events = tuple(b for b in events if b.msg_id not in kept_apart)
             if not events:
@@ -405,6 +402,13 @@ class Retention:
             first = events[0].seq or 1
         self.replica[topic] = self._stored(now, log, topic, first, events)
         return not apart
+
+    def _keep_apart(self, now: float, topic: str, root: NodeRef, counter: int,
+                    events: tuple[EventBody, ...]) -> None:
+        """Another root's copies (numbered up to ``counter``), kept apart from this
+        node's logs until a merge takes them in (scribe.other_roots)."""
+        other = self.other_roots.copies_of(now, topic, root, counter)
+        other.copies = self._stored(now, other.copies, topic, events[0].seq or 1, events)
 
     def _stored(self, now: float, retained: Retained | None, topic: str, first: int,
                 events: tuple[EventBody, ...]) -> Retained:
@@ -433,8 +437,7 @@ class Retention:
             # The copy is another root's: a number it gave is no number this one has,
             # nor events its tree had. Kept apart, and taken in only by the merge of
             # that root's log (its handover, or scribe.other_roots if none comes).
-            other = self.other_roots.copies_of(now, topic, msg.root, body.seq)
-            other.copies = self._stored(now, other.copies, topic, body.seq, (body,))
+            self._keep_apart(now, topic, msg.root, body.seq, (body,))
         if any(log is not None and (held := log.events.get(body.seq)) is not None
                and held[1].msg_id != body.msg_id
                for log in (self.root.get(topic), self.replica.get(topic))):

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from scribe.merge import plan_merge
+from scribe.merge import MergePlan, plan_merge
 from scribe.messages import EventBody, ReplicaSync, Replicate, ReplicateAck, RootHandover
 from scribe.stream import Retained
 from tests.scribe.helpers import MID, TOPIC, body, join, make, ref
@@ -40,8 +40,8 @@ def log_of(*events: EventBody) -> Retained:
     return log
 
 
-def moved(plan: object) -> list[tuple[str, int]]:
-    return [(b.msg_id, b.seq or 0) for b in plan.renumbered()]  # type: ignore[attr-defined]
+def moved(plan: MergePlan) -> list[tuple[str, int]]:
+    return [(b.msg_id, b.seq or 0) for b in plan.renumbered()]
 
 
 # -- the link itself ---------------------------------------------------------------------------
