@@ -37,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from overlay.commands.daemon import tune_gc  # noqa: E402
 from overlay.core.messages import decode_message, encode_message  # noqa: E402
-from scribe.messages import EventBody, Events  # noqa: E402
+from scribe.messages import Events  # noqa: E402
+from scribe.wire_records import EventBody  # noqa: E402
 from tests.scribe.helpers import MID, TOPIC, join, ref  # noqa: E402
 from tests.scribe.test_ordering import member  # noqa: E402
 

@@ -59,7 +59,6 @@ from scribe.messages import (
     DigestUpdate,
     Disown,
     Event,
-    EventBody,
     Events,
     Fill,
     Heartbeat,
@@ -90,6 +89,7 @@ from scribe.root_pulls import RootPulls
 from scribe.state import TICK, ScribeState
 from scribe.subscriptions import Subscription
 from scribe.tree import TopicTree
+from scribe.wire_records import EventBody
 
 
 class ScribeApp:

@@ -23,7 +23,8 @@ from scribe.consumers import (
     ConsumerError,
     Progress,
 )
-from scribe.messages import MAX_BATCH, MAX_REASON, EventBody, _TopicMessage
+from scribe.messages import _TopicMessage
+from scribe.wire_records import MAX_BATCH, MAX_REASON, EventBody
 
 #: Characters of a durable consumer's name.
 MAX_NAME_CHARS = 256

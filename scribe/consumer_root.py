@@ -50,9 +50,9 @@ from scribe.consumers import (
     Record,
 )
 from scribe.durability import DeleteConsumer, Durability, SaveConsumer
-from scribe.messages import MAX_BATCH, MAX_REASON, EventBody, message_runs
 from scribe.ordering import RootLog
 from scribe.state import ScribeState
+from scribe.wire_records import MAX_BATCH, MAX_REASON, EventBody, message_runs
 
 #: Heartbeat intervals a member's attachment lasts without being renewed.
 LEASE_INTERVALS = 3.5

@@ -26,7 +26,7 @@ import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from scribe.messages import EventBody
+from scribe.wire_records import EventBody
 
 #: Defaults and bounds of the settings (docs/API.md, subscribe).
 ACK_WAIT = 30.0

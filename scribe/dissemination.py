@@ -27,10 +27,11 @@ from chord.kbr import NodeRef
 from overlay.core.pubsub import DeliveredEvent
 from scribe.anycast import GroupSearch, Steering
 from scribe.edge_runs import EdgeRuns
-from scribe.messages import AnycastBack, Event, EventBody, Events, Leave, group_runs
+from scribe.messages import AnycastBack, Event, Events, Leave
 from scribe.state import ScribeState
 from scribe.subscriptions import Subscription, TopicSubscriptions
 from scribe.tree import TopicTree
+from scribe.wire_records import EventBody, group_runs
 
 
 class Sequence(Protocol):

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from chord.kbr import KbrHost, NodeRef
 from overlay.core.storage import StorageOp
 from scribe.consumers import Progress
-from scribe.messages import EventBody, ReplicateAck
+from scribe.messages import ReplicateAck
+from scribe.wire_records import EventBody
 
 
 @dataclass(slots=True)  # not frozen: one per event retained, and frozen costs on the way

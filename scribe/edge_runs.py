@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from chord.kbr import NodeRef
 from overlay.core.limits import SizeLimits
-from scribe.messages import Event, Events, message_runs
+from scribe.messages import Event, Events
 from scribe.state import ScribeState
+from scribe.wire_records import message_runs
 
 
 def chains(before: Event, after: Event) -> bool:

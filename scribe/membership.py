@@ -18,20 +18,11 @@ from typing import Protocol
 
 from chord.kbr import NodeRef
 from overlay.core.messages import Message
-from scribe.messages import (
-    DigestUpdate,
-    DigestWire,
-    Disown,
-    EventBody,
-    Join,
-    JoinAck,
-    Leave,
-    RootHandover,
-    message_runs,
-)
+from scribe.messages import DigestUpdate, Disown, Join, JoinAck, Leave, RootHandover
 from scribe.state import ScribeState
 from scribe.summaries import Digest
 from scribe.tree import TopicTree
+from scribe.wire_records import DigestWire, EventBody, message_runs
 
 
 class TreeEvents(Protocol):

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scribe.messages import EventBody, numbered_run
 from scribe.stream import Retained
+from scribe.wire_records import EventBody, numbered_run
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,11 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 
 from chord.kbr import NodeRef
-from scribe.messages import MAX_BATCH, Event, EventBody, Fill, Pull
+from scribe.messages import Event, Fill, Pull
 from scribe.state import ScribeState
 from scribe.stream import Retained, Stream
 from scribe.tree import ChildEdge, TopicTree
+from scribe.wire_records import MAX_BATCH, EventBody
 
 #: Hands one event, in order, to dissemination (deliver locally, pass on).
 Handle = Callable[[float, TopicTree, Event], None]

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from chord.kbr import NodeRef
 from scribe.config import TopicRetention
-from scribe.messages import EventBody
 from scribe.stream import Retained
+from scribe.wire_records import EventBody
 
 
 @dataclass

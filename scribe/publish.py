@@ -24,19 +24,11 @@ from overlay.core.pubsub import AttrValue, NewEvent, PublishOutcome
 from scribe.dissemination import Dissemination
 from scribe.durability import Durability
 from scribe.membership import Membership
-from scribe.messages import (
-    EventBody,
-    Publish,
-    PublishAck,
-    Publishes,
-    PublishRefused,
-    Restore,
-    message_runs,
-    numbered_run,
-)
+from scribe.messages import Publish, PublishAck, Publishes, PublishRefused, Restore
 from scribe.retention import Retention
 from scribe.root_waits import Release
 from scribe.state import ScribeState
+from scribe.wire_records import EventBody, message_runs, numbered_run
 
 
 class Publishing:

@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 
 from matching import FilterSyntaxError, parse
 from scribe.dissemination import Dissemination, HandledEvent
-from scribe.messages import EventBody, ReplayFill, ReplayRequest, message_runs
+from scribe.messages import ReplayFill, ReplayRequest
 from scribe.ordering import Released, RootLog
 from scribe.state import ScribeState
 from scribe.stream import Retained
 from scribe.subscriptions import Subscription
+from scribe.wire_records import EventBody, message_runs
 
 
 @dataclass

@@ -40,18 +40,13 @@ from scribe.durability import (
     TrimLog,
 )
 from scribe.merge import MergePlan, plan_merge
-from scribe.messages import (
-    EventBody,
-    ReplicaSync,
-    Replicate,
-    ReplicateAck,
-    message_runs,
-)
+from scribe.messages import ReplicaSync, Replicate, ReplicateAck
 from scribe.ordering import Ahead
 from scribe.other_roots import OtherRoots
 from scribe.root_waits import LocalAck, LocalRefuse, Release, RootWaits
 from scribe.state import ScribeState
 from scribe.stream import Retained
+from scribe.wire_records import EventBody, message_runs
 
 #: Seconds after a start whose store was refused whole during which a claimed topic's
 #: replicas are asked for what the node may have lost (the topics were in that store).

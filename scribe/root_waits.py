@@ -23,17 +23,11 @@ from dataclasses import dataclass
 
 from chord.kbr import NodeRef
 from scribe.durability import Durability, ReplicaCopy, RootCopy
-from scribe.messages import (
-    MAX_REASON,
-    EventBody,
-    PublishAck,
-    PublishRefused,
-    Replicate,
-    ReplicateAck,
-)
+from scribe.messages import PublishAck, PublishRefused, Replicate, ReplicateAck
 from scribe.ordering import Ahead
 from scribe.state import ScribeState
 from scribe.stream import Retained
+from scribe.wire_records import MAX_REASON, EventBody
 
 #: Copies of a reliable event sent to a replica that does not confirm before the root
 #: answers without it.

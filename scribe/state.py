@@ -12,11 +12,12 @@ from overlay.core.ids import format_id, hash_id
 from overlay.core.messages import Message
 from overlay.core.timers import Timers
 from scribe.config import ScribeConfig
-from scribe.messages import DigestWire, Disown, EventBody, Heartbeat, Pull
+from scribe.messages import Disown, Heartbeat, Pull
 from scribe.standin import FormerRange
 from scribe.subscriptions import Subscriptions
 from scribe.summaries import Digest, aggregate
 from scribe.tree import ChildEdge, Role, TopicTree
+from scribe.wire_records import DigestWire, EventBody
 
 #: Most topic keys kept hashed.
 KEY_CACHE_SIZE = 4096

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from chord.kbr import NodeRef
 from scribe.config import TopicRetention
-from scribe.messages import Event, EventBody
+from scribe.messages import Event
+from scribe.wire_records import EventBody
 
 
 @dataclass

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from matching import Filter, Summary
 from overlay.core.framing import encode_map
 from overlay.core.pubsub import AttrValue
-from scribe.messages import MAX_PATH, DigestWire, GroupDigestWire
+from scribe.wire_records import MAX_PATH, DigestWire, GroupDigestWire
 
 #: The filter every event matches: what a summary holds when summaries are switched off.
 MATCH_ALL = Filter(None)

@@ -315,7 +315,7 @@ def _record_encoder(cls: type[Record]) -> Converter:
 
 
 #: Most maps the codec keeps per record class that reuses them (then it starts
-#: afresh): more than a message's run of event bodies (``scribe.messages.MAX_BATCH``),
+#: afresh): more than a message's run of event bodies (``scribe.wire_records.MAX_BATCH``),
 #: so that a run sent down several edges, or passed on as it came, is encoded once. The
 #: instances are kept alive with their maps; a node holds the events it handled longer
 #: anyway (``scribe.dissemination.EventMemory``).

@@ -58,7 +58,7 @@ from scribe.durability import (
     TrimLog,
     salvage,
 )
-from scribe.messages import EventBody
+from scribe.wire_records import EventBody
 
 log = logging.getLogger("overlay.storage")
 

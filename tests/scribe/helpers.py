@@ -6,7 +6,8 @@ from chord.kbr import NodeRef
 from matching import Summary
 from overlay.core.ids import hash_id
 from scribe import ScribeApp, ScribeConfig
-from scribe.messages import DigestWire, EventBody, GroupDigestWire, Join, JoinAck
+from scribe.messages import Join, JoinAck
+from scribe.wire_records import DigestWire, EventBody, GroupDigestWire
 from tests.scribe.fakekbr import RecordingHost
 
 BITS = 16

@@ -22,7 +22,7 @@ from scribe.consumers import (
     Progress,
     Record,
 )
-from scribe.messages import EventBody
+from scribe.wire_records import EventBody
 
 A, B = Member("a", 1), Member("b", 7)
 

@@ -8,8 +8,9 @@ from matching import Index, parse
 from overlay.core.pubsub import DeliveredEvent
 from scribe import ScribeConfig
 from scribe.dissemination import EventMemory, HandledEvent
-from scribe.messages import Event, EventBody, JoinAck, Leave, Publish, PublishAck
+from scribe.messages import Event, JoinAck, Leave, Publish, PublishAck
 from scribe.subscriptions import Subscription, TopicSubscriptions
+from scribe.wire_records import EventBody
 from tests.scribe.helpers import MID, TOPIC, attach, body, join, make, ref
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from overlay.core.limits import SizeLimits
 from overlay.core.pubsub import NewEvent
 from scribe import ScribeConfig
-from scribe.messages import Event, EventBody, Events, Pull
+from scribe.messages import Event, Events, Pull
+from scribe.wire_records import EventBody
 from tests.scribe.helpers import MID, TOPIC, join, ref
 from tests.scribe.test_ordering import ev, member
 from tests.scribe.test_publish_burst import messages_down, root, sent_down

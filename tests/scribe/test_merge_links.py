@@ -13,8 +13,9 @@ from dataclasses import replace
 import pytest
 
 from scribe.merge import MergePlan, plan_merge
-from scribe.messages import EventBody, ReplicaSync, Replicate, ReplicateAck, RootHandover
+from scribe.messages import ReplicaSync, Replicate, ReplicateAck, RootHandover
 from scribe.stream import Retained
+from scribe.wire_records import EventBody
 from tests.scribe.helpers import MID, TOPIC, body, join, make, ref
 from tests.scribe.test_partition_merge import CONFIG
 

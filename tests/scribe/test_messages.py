@@ -11,12 +11,10 @@ from overlay.core.errors import MessageError
 from overlay.core.framing import decode_map, encode_map
 from overlay.core.messages import Message, decode_message, encode_message
 from scribe.messages import (
-    MAX_BATCH,
     AnycastBack,
     DigestUpdate,
     Disown,
     Event,
-    EventBody,
     Events,
     Heartbeat,
     HeartbeatAck,
@@ -29,6 +27,7 @@ from scribe.messages import (
     ReplicateAck,
     RootHandover,
 )
+from scribe.wire_records import MAX_BATCH, EventBody
 from tests.scribe.helpers import TOPIC, body, digest, join, ref
 
 EXAMPLES: list[Message] = [

@@ -8,17 +8,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scribe import ScribeConfig
-from scribe.messages import (
-    EventBody,
-    Fill,
-    JoinAck,
-    Publish,
-    PublishAck,
-    Pull,
-    ReplicaSync,
-    Restore,
-)
+from scribe.messages import Fill, JoinAck, Publish, PublishAck, Pull, ReplicaSync, Restore
 from scribe.misrouted import MAX_PARKED
+from scribe.wire_records import EventBody
 from tests.scribe.helpers import MID, TOPIC, join, make, ref
 
 CONFIG = ScribeConfig(replicas=0, heartbeat_interval=1.0, takeover_wait=5.0)
@@ -100,7 +92,8 @@ def test_a_blind_new_root_restores_the_last_events_from_a_member_that_handled_th
 
 
 def test_a_member_answers_a_restore_with_its_whole_log_a_message_at_a_time() -> None:
-    from scribe.messages import MAX_BATCH, Event
+    from scribe.messages import Event
+    from scribe.wire_records import MAX_BATCH
 
     app, host = make(101, config=CONFIG)
     app.subscribe(0.0, TOPIC, "", 1)

@@ -10,7 +10,6 @@ from matching import Index
 from scribe import ScribeConfig
 from scribe.messages import (
     Event,
-    EventBody,
     Fill,
     Heartbeat,
     JoinAck,
@@ -21,6 +20,7 @@ from scribe.messages import (
     Replicate,
     Restore,
 )
+from scribe.wire_records import EventBody
 from tests.scribe.helpers import MID, TOPIC, join, make, ref
 
 CONFIG = ScribeConfig(heartbeat_interval=1.0, parent_timeout=3.5)

@@ -9,8 +9,9 @@ from dataclasses import replace
 from scribe import ScribeConfig
 from scribe.durability import AppendEvents, MoveEvents
 from scribe.merge import plan_merge
-from scribe.messages import Event, EventBody, RootHandover
+from scribe.messages import Event, RootHandover
 from scribe.stream import Retained
+from scribe.wire_records import EventBody
 from tests.scribe.helpers import MID, TOPIC, attach, body, join, make, ref
 
 CONFIG = ScribeConfig(heartbeat_interval=1.0, parent_timeout=3.5, missed_heartbeats=2)

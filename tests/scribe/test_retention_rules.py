@@ -12,7 +12,8 @@ from scribe import ScribeConfig
 from scribe import config as scribe_config
 from scribe.config import RetentionRule, TopicRetention
 from scribe.durability import DropLog, RestoredLog, TrimLog
-from scribe.messages import EventBody, Fill, JoinAck, Pull
+from scribe.messages import Fill, JoinAck, Pull
+from scribe.wire_records import EventBody
 from tests.scribe.helpers import MID, TOPIC, join, make, ref
 from tests.scribe.test_ordering import caught_up, ev
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from scribe.config import TopicRetention
-from scribe.messages import EventBody
 from scribe.stream import Retained
+from scribe.wire_records import EventBody
 
 CONFIG = TopicRetention(count=2, bytes=256 << 20, seconds=60.0, min_age=3.0)
 

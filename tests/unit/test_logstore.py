@@ -31,7 +31,7 @@ from scribe.durability import (
     SaveConsumer,
     TrimLog,
 )
-from scribe.messages import EventBody
+from scribe.wire_records import EventBody
 
 NODE = "ab" * 16
 

@@ -16,7 +16,7 @@ from overlay.core.storage import SyncPolicy
 from overlay.runtime.config import MIN_STORAGE_BYTES, ConfigError, Storage, build_config
 from overlay.runtime.logstore import LOG_FILE, LogStore, StorageWorker
 from scribe.durability import AppendEvents, NoteCounter, TrimLog
-from scribe.messages import EventBody
+from scribe.wire_records import EventBody
 
 NODE = "ab" * 16
 PAGE = 4096

@@ -17,7 +17,7 @@ from overlay.core.storage import SyncPolicy
 from overlay.runtime.logstore import LOG_FILE, LogStore
 from scribe.config import RetentionRule, ScribeConfig
 from scribe.durability import AppendEvents, TrimLog
-from scribe.messages import EventBody
+from scribe.wire_records import EventBody
 from tests.scribe.helpers import make
 
 NODE = "ab" * 16

@@ -22,6 +22,7 @@ from overlay.core.messages import Message, encode_message
 from overlay.core.pubsub import MAX_ATTRS, MAX_TOPIC_CHARS
 from overlay.gossip import messages as gossip
 from scribe import messages as scribe
+from scribe import wire_records
 
 BIG_ID = (1 << 128) - 1
 FAR = NodeRef(BIG_ID, "h" * MAX_ADDRESS_LENGTH)
@@ -64,7 +65,7 @@ def test_batches_are_bounded_by_bytes_and_by_count() -> None:
     assert list(batches([], lambda x: x, 10)) == []
 
 
-def _largest_event(sizes: SizeLimits, seq: int | None) -> scribe.EventBody:
+def _largest_event(sizes: SizeLimits, seq: int | None) -> wire_records.EventBody:
     """An event at exactly max_event with as much CBOR around its counted bytes as the
     API allows: a topic of 4-byte characters, the most attributes, each a 64-bit
     integer (9 bytes of CBOR for 8 counted), the rest in one long text value."""
@@ -73,7 +74,7 @@ def _largest_event(sizes: SizeLimits, seq: int | None) -> scribe.EventBody:
         f"{i:03d}": -(1 << 63) for i in range(MAX_ATTRS - 1)}
     used = event_size(topic, attrs, b"")
     attrs["z"] = "v" * (sizes.max_event - used - 1 - sizes.max_payload)
-    body = scribe.EventBody(topic, MSG_ID, seq, attrs, b"\xff" * sizes.max_payload,
+    body = wire_records.EventBody(topic, MSG_ID, seq, attrs, b"\xff" * sizes.max_payload,
                             "f" * 32, 1e300)
     assert event_size(topic, attrs, body.payload) == sizes.max_event
     return body
@@ -96,7 +97,7 @@ def test_every_message_with_one_largest_event_fits_max_frame(max_frame: int) -> 
               scribe.Publish(fresh, FAR, True)),
         scribe.Replicate(numbered, FAR),
         *[scribe.Event(numbered, 1 << 20, FAR, True, run, (1 << 63) - 2, True, 1 << 62)
-          for run in scribe.group_runs(groups)],
+          for run in wire_records.group_runs(groups)],
         scribe.Fill(numbered.topic, FAR, 0, (1 << 63) - 1, (numbered,), 1 << 62, True, True),
         scribe.ReplayFill(numbered.topic, 1 << 62, FAR, (1 << 63) - 1, (numbered,), 7, 8),
         scribe.ReplicaSync(numbered.topic, (1 << 63) - 1, FAR, (numbered,)),
@@ -106,7 +107,7 @@ def test_every_message_with_one_largest_event_fits_max_frame(max_frame: int) -> 
                                                       fresh.payload, "f" * 32, 1e300),
                                      1 << 16, True),)),
     ]
-    assert len(scribe.group_runs(groups)) > 1  # the groups did not fit one copy
+    assert len(wire_records.group_runs(groups)) > 1  # the groups did not fit one copy
     for msg in copies:
         size = _wire_size(msg, r=(1 << 63) - 1, a=(1 << 63) - 1)
         assert size <= max_frame, (type(msg).__name__, size, max_frame)
@@ -123,7 +124,7 @@ def test_every_message_with_one_largest_event_fits_max_frame(max_frame: int) -> 
 
 def test_group_runs_stay_within_their_share() -> None:
     groups = [f"g{i}" + "x" * 250 for i in range(200)]
-    runs = scribe.group_runs(groups)
+    runs = wire_records.group_runs(groups)
     assert [g for run in runs for g in run] == groups
-    assert all(sum(scribe.group_cost(g) for g in run) <= GROUP_BYTES for run in runs)
-    assert scribe.group_runs([]) == [()]
+    assert all(sum(wire_records.group_cost(g) for g in run) <= GROUP_BYTES for run in runs)
+    assert wire_records.group_runs([]) == [()]
