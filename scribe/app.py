@@ -82,14 +82,14 @@ from scribe.messages import (
 )
 from scribe.misrouted import Misrouted
 from scribe.ordering import Ordering
+from scribe.part_links import PartLinks
 from scribe.publish import Publishing
 from scribe.repair import Repair
 from scribe.replay import Replays
+from scribe.restarted import Restarted
 from scribe.root_pulls import RootPulls
 from scribe.state import TICK, ScribeState
 from scribe.subscriptions import Subscription
-from scribe.tree import TopicTree
-from scribe.wire_records import EventBody
 
 
 class ScribeApp:
@@ -103,10 +103,10 @@ class ScribeApp:
     def __init__(self, host: KbrHost, config: ScribeConfig | None = None) -> None:
         # The parts talk through interfaces given at construction: membership tells the
         # node of tree events (TreeEvents) and dissemination hands plain copies to the
-        # sequence (Sequence); _PartLinks implements both by delegating to the part that
+        # sequence (Sequence); PartLinks implements both by delegating to the part that
         # owns each, so no part is wired to another after it was built.
         self.state = ScribeState(host, config or ScribeConfig())
-        links = _PartLinks(self)
+        links = PartLinks(self)
         self.membership = Membership(self.state, events=links)
         self.dissemination = Dissemination(self.state, sequence=links)
         self.publishing = Publishing(self.state, self.membership, self.dissemination,
@@ -129,6 +129,7 @@ class ScribeApp:
         self._settling: dict[str, set[int]] = {}
         self.replays = Replays(self.state, self.dissemination, retention.log,
                                retention.waits.released_through)
+        self.restarted = Restarted(self.state, retention, self.membership, self.consumers)
         m, d, r = self.membership, self.dissemination, self.repair
         self._direct: dict[type[Message], Callable[[float, Any], None]] = {
             Event: d.on_event,
@@ -435,10 +436,7 @@ class ScribeApp:
                 if self.misrouted:
                     self._retry_misrouted(now)
                 self.repair.tick(now)
-                if self.publishing.retention.other_roots:
-                    self._take_in_other_roots(now)
-                if self.publishing.retention.unoffered and self.state.host.predecessor():
-                    self._offer_restored(now)
+                self.restarted.tick(now)
                 if self.misrouted:
                     self.state.wake(now)
                 self.replays.tick(now)
@@ -455,36 +453,6 @@ class ScribeApp:
             # Leases, ack waits, fetch waits and nak delays end at their own times.
             self.consumers.tick(now)
             self.state.wake(now)
-
-    def _take_in_other_roots(self, now: float) -> None:
-        """Another root's copies held past ``takeover_window`` with no handover from it
-        (scribe.other_roots): taken in as its handover."""
-        s, retention = self.state, self.publishing.retention
-        wait = self.config.takeover_window()
-        for topic, other in retention.other_roots.due(now, wait, s.numbering):
-            events = other.events()
-            if events:
-                self.membership.take_in(now, topic, events, other.counter, other.root)
-        s.wake(now)
-
-    def _offer_restored(self, now: float) -> None:
-        """Once back in the ring: the logs this node loaded at start, of topics whose key
-        another node owns, go to that owner as a handover's events. This node may have
-        numbered a topic as the root of its side of a partition and stopped (crashed)
-        before it handed its log over: then what it acknowledged is in no other log the
-        owner will read. The owner merges them (fork-aware); events it holds already
-        change nothing. A topic whose key this node owns stays to offer until it numbers
-        the topic itself: the ring may yet settle with another owner (a restarted node
-        can take itself for the owner of keys for a moment)."""
-        s, retention = self.state, self.publishing.retention
-        for topic in sorted(retention.unoffered):
-            if s.host.is_responsible(s.mid(topic)):
-                continue
-            copies = retention.replica.get(topic)
-            if copies is not None and copies.events:
-                self.membership.send_log(now, topic, copies.bodies(len(copies)),
-                                         s.seq.get(topic, 0))
-            retention.unoffered.discard(topic)
 
     def next_deadline(self) -> float | None:
         own = self.state.timers.next_deadline()
@@ -506,21 +474,8 @@ class ScribeApp:
     def restore(self, now: float, logs: list[RestoredLog], load_ms: float = 0.0,
                 lost: bool = False, consumers: list[RestoredConsumer] | None = None,
                 range_start: int | None = None) -> None:
-        """Before joining: the topic logs the node's store kept from its last run
-        (``load_ms`` to read them). They are held as replica copies; a ``recover`` trace
-        record per topic says what came back. ``lost``: the store was refused whole, so
-        any topic this node claims soon may have been in it (its replicas are asked).
-        ``range_start``: where the keys it owned began (its predecessor's id), so that it
-        waits for the owners of the others (scribe.standin)."""
-        self.state.former.restored(range_start)
-        self.publishing.retention.restore(now, logs, lost)
-        for kept in consumers or ():
-            self.consumers.restore(kept.topic, kept.name, kept.progress, kept.filter)
-        for log in logs:
-            self.state.trace("recover", topic=log.topic, events=len(log.events),
-                             bytes=log.payload_bytes, first=log.events[0].seq
-                             if log.events else None, last=log.counter,
-                             ms=round(load_ms, 3))
+        """Before joining: what the node's store kept from its last run (scribe.restarted)."""
+        self.restarted.restore(now, logs, load_ms, lost, consumers, range_start)
 
     # -- expiry ----------------------------------------------------------------------------------
 
@@ -534,64 +489,3 @@ class ScribeApp:
         if sub_id in self.state.subs:
             self.state.host.notice("expired", sub=sub_id)
             self.unsubscribe(now, sub_id, reason="expired")
-
-
-class _PartLinks:
-    """Membership's :class:`TreeEvents` and dissemination's :class:`Sequence`, carried out
-    by the app's ordering, retention and publishing (which are built after the parts
-    that call them: every call comes once the app is whole)."""
-
-    def __init__(self, app: ScribeApp) -> None:
-        self.app = app
-
-    def root_taken(self, now: float, tree: TopicTree) -> None:
-        self.app.ordering.on_root(now, tree)
-
-    def joined(self, now: float, tree: TopicTree, through: int | None) -> None:
-        self.app.ordering.on_joined(now, tree, through)
-
-    def numbering(self, now: float, topic: str, fresh: bool) -> None:
-        self.app.publishing.on_claim(now, topic, fresh)
-        self.app.consumers.on_claim(now, topic)
-
-    def release(self, now: float, bodies: Sequence[EventBody]) -> None:
-        """The root sends numbered events of one topic down the tree, and to its durable
-        consumers (in seq order). With them what the root holds that its tree never
-        handled (``Ordering.unsent``), before them and after them up to the next event
-        still waiting for its replicas: events that joined the log while one waited
-        (handed over, synced, restored) go when it goes."""
-        topic = bodies[0].topic
-        tree = self.app.state.trees.get(topic)
-        first, last = bodies[0].seq or 0, bodies[-1].seq or 0
-        if tree is not None and tree.is_root:
-            upto = max(last, self.app.publishing.retention.waits.released_through(topic))
-            if (tree.stream.through or 0) < first - 1 or upto > last:
-                held = {b.seq or 0: b for b in self.app.ordering.unsent(tree, upto)}
-                held.update((b.seq or 0, b) for b in bodies)
-                bodies = [held[seq] for seq in sorted(held)]
-        self.app.dissemination.from_root(now, bodies)
-        if self.app.consumers:
-            for body in bodies:
-                self.app.consumers.offer(now, body)
-
-    def handing_over(self, now: float, topic: str) -> tuple[EventBody, ...]:
-        self.app.consumers.hand_over(now, topic)
-        return self.app.publishing.retention.hand_over(now, topic)
-
-    def taking_over(self, now: float, topic: str, events: tuple[EventBody, ...],
-                    counter: int, old_root: NodeRef) -> None:
-        retention = self.app.publishing.retention
-        retention.other_roots.handed_over(topic, old_root)
-        retention.adopt_events(now, topic, events, counter)
-
-    def recovered(self, now: float, topic: str) -> None:
-        self.app.repair.end_recovery(now, topic)
-
-    def gather_from(self, now: float, topic: str, member: NodeRef, position: int) -> None:
-        self.app.root_pulls.gather_from(now, topic, member, position)
-
-    def seen(self, tree: TopicTree, seq: int) -> bool:
-        return self.app.ordering.seen(tree, seq)
-
-    def on_event(self, now: float, tree: TopicTree, ev: Event) -> None:
-        self.app.ordering.on_event(now, tree, ev)

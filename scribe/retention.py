@@ -80,7 +80,7 @@ class Retention:
         #: claims one, its replicas may hold what its own log lost (see on_claim).
         self.restored: set[str] = set()
         #: Topics whose log this node loaded at start and has not offered to the key's
-        #: owner yet (ScribeApp._offer_restored).
+        #: owner yet (scribe.restarted).
         self.unoffered: set[str] = set()
         #: Until then, every topic counts as restored (the store was refused whole).
         self.lost_until = float("-inf")
