@@ -61,7 +61,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from overlay.commands.daemon import tune_gc  # noqa: E402
 from overlay.core.framing import FrameDecoder, decode_map, encode_frame  # noqa: E402
-from overlay.runtime.api.connection import NOTIFY_BATCH_HEAD, ApiConnection  # noqa: E402
+from overlay.runtime.api.connection import ApiConnection  # noqa: E402
+from overlay.runtime.api.outgoing import NOTIFY_BATCH_HEAD  # noqa: E402
 from overlay.runtime.config import build_config  # noqa: E402
 from overlay.runtime.serve import Node, build_node  # noqa: E402
 

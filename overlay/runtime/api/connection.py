@@ -18,29 +18,32 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from overlay.core.errors import FrameError
 from overlay.core.framing import (
-    HEADER,
     CborEncoder,
     FrameDecoder,
     MapDecoder,
-    array_frame,
     encode_frame,
-    encode_map,
     frame_bytes,
-    group_for_frames,
 )
 from overlay.core.limits import SizeLimits
+from overlay.runtime.api.outgoing import (
+    BatchReply,
+    Blocked,
+    Gathered,
+    NotifyBody,
+    ReplySlot,
+    batch_error,
+    notify_frames,
+)
 from overlay.runtime.api.requests import (
     API_VERSION,
     BAD_FRAME,
     BAD_REQUEST,
-    BATCH_ERROR_CHARS,
     OVERLOADED,
     UNKNOWN_SUB,
     UNSUPPORTED_VERSION,
@@ -79,81 +82,6 @@ REQUESTS_PER_TURN = 64
 FEATURES = ["publish_batch", "notify_batch"]
 
 
-@dataclass(slots=True, eq=False)  # each slot is one reply: compared by identity
-class _ReplySlot:
-    data: bytes | None = None
-    #: A subscribe reply's subscription, whose pushes wait behind the reply (in
-    #: ``trailing``, a list for such a slot only: most slots are publishes' replies).
-    sub: int | None = None
-    trailing: list[bytes | _NotifyBody] | None = None
-
-
-@dataclass(slots=True, eq=False)
-class _BatchReply:
-    """The reply of a ``publish_batch``: a result per event, stored in its slot
-    once every event is answered."""
-
-    slot: _ReplySlot
-    rid: int
-    results: list[dict[str, Any] | None]
-    waiting: int
-
-
-#: A publish read but not yet handed to the service: where its outcome goes (a reply's
-#: place and rid, or a batch's reply and the event's index there), and the request.
-_Gathered = tuple[_ReplySlot | _BatchReply, int, Publish]
-#: A publish (or batch) that must wait for room among the in-flight publishes, and its rid.
-_Blocked = tuple[int, Publish | PublishBatch]
-
-
-class _NotifyBody(NamedTuple):
-    """A notify's fields as CBOR, waiting to leave alone or in a ``notify_batch``."""
-
-    data: bytes
-
-
-# A notify alone is its fields' map with the key "event" first: a map head one larger,
-# then "event": "notify", then the fields' entries (the same bytes as encoding it whole).
-_NOTIFY_ENTRY = encode_map({"event": "notify"})[1:]
-# A notify_batch is {"event": "notify_batch", "events": [field maps...]}.
-NOTIFY_BATCH_HEAD = encode_map({"event": "notify_batch", "events": []})[:-1]
-
-
-def notify_frames(items: Iterable[bytes | _NotifyBody], max_frame: int) -> list[bytes]:
-    """Frames for queued pushes: each run of notifies in as few ``notify_batch`` frames
-    as fit in ``max_frame`` bytes each (a group of one: a plain ``notify``); other pushes
-    (already frames) in their place."""
-    frames: list[bytes] = []
-    run: list[bytes] = []
-
-    def end_run() -> None:
-        for group in group_for_frames(run, len(NOTIFY_BATCH_HEAD), max_frame):
-            if len(group) > 1:
-                frames.append(array_frame(NOTIFY_BATCH_HEAD, group))
-                continue
-            body = group[0]
-            frames.append(b"".join((HEADER.pack(len(body) + len(_NOTIFY_ENTRY)),
-                                    bytes((body[0] + 1,)), _NOTIFY_ENTRY, body[1:])))
-        run.clear()
-
-    for item in items:
-        if isinstance(item, _NotifyBody):
-            run.append(item.data)
-        else:
-            end_run()
-            frames.append(item)
-    end_run()
-    return frames
-
-
-def _batch_error(error: ApiError) -> dict[str, Any]:
-    """An event's error in a ``publish_batch`` reply: its message cut so that the result
-    stays within BATCH_RESULT_BYTES."""
-    wire = error.to_wire()
-    wire["message"] = wire["message"][:BATCH_ERROR_CHARS]
-    return wire
-
-
 class ApiConnection:
     def __init__(self, server: ApiServer, stream: trio.abc.Stream, conn_id: int) -> None:
         self.server = server
@@ -164,14 +92,14 @@ class ApiConnection:
         self.sizes = SizeLimits(self.config.max_frame)
         self.subs: set[int] = set()
         #: Subscriptions whose ``subscribe`` reply is not written yet -> its slot.
-        self._unreplied: dict[int, _ReplySlot] = {}
+        self._unreplied: dict[int, ReplySlot] = {}
         self.greeted = False
         #: Encodes this connection's replies and pushes (one encoder reused).
         self._encode = CborEncoder()
         #: The client asked at hello for notifies batched into ``notify_batch`` pushes.
         self.batch_notify = False
-        self._pushes: deque[bytes | _NotifyBody] = deque()
-        self._replies: deque[_ReplySlot] = deque()
+        self._pushes: deque[bytes | NotifyBody] = deque()
+        self._replies: deque[ReplySlot] = deque()
         self._queued_bytes = 0
         self._wake = trio.Event()
         #: Whether ``_wake`` is set (setting a set Event is a call for nothing).
@@ -182,7 +110,7 @@ class ApiConnection:
         self._inflight = 0
         self._room: trio.Event | None = None
         #: Publishes of one kind read in a row, not yet handed to the service.
-        self._gathered: list[_Gathered] = []
+        self._gathered: list[Gathered] = []
         self._nursery: trio.Nursery | None = None
 
     # -- lifecycle --------------------------------------------------------------------
@@ -250,7 +178,7 @@ class ApiConnection:
         await trio.sleep_forever()  # until the writer (or the close deadline) ends us
 
     def _handle_turn(self, decoder: FrameDecoder,
-                     decode: MapDecoder) -> tuple[bool, _Blocked | None]:
+                     decode: MapDecoder) -> tuple[bool, Blocked | None]:
         """Up to ``REQUESTS_PER_TURN`` of the requests read so far, with no checkpoint.
         Returns whether more may be waiting, and a publish that must first wait for room
         among the in-flight publishes (it ends the turn)."""
@@ -268,7 +196,7 @@ class ApiConnection:
         finally:
             self._publish_gathered()
 
-    def _handle(self, req: dict[str, Any]) -> _Blocked | None:
+    def _handle(self, req: dict[str, Any]) -> Blocked | None:
         """Handle one request; a publish that must wait for room among the in-flight
         publishes is returned instead (the reader waits, so the client is not read)."""
         self.server.stats["requests"] += 1
@@ -341,13 +269,13 @@ class ApiConnection:
             raise ApiError(OVERLOADED, "too many subscriptions on this connection")
         sub = self.service.subscribe(request, self._push)
         self.subs.add(sub)
-        slot = _ReplySlot(sub=sub, trailing=[])
+        slot = ReplySlot(sub=sub, trailing=[])
         self._replies.append(slot)
         self._unreplied[sub] = slot
         assert self._nursery is not None
         self._nursery.start_soon(self._run_subscribe, rid, sub, slot)
 
-    async def _run_subscribe(self, rid: int, sub: int, slot: _ReplySlot) -> None:
+    async def _run_subscribe(self, rid: int, sub: int, slot: ReplySlot) -> None:
         try:
             await self.service.in_effect(sub)
         except ApiError as exc:  # refused (a durable consumer's root): no subscription
@@ -365,12 +293,12 @@ class ApiConnection:
             raise ApiError.not_ready()
         if isinstance(request, Fetch) and request.sub not in self.subs:
             raise ApiError(UNKNOWN_SUB, f"no subscription {request.sub} on this connection")
-        slot = _ReplySlot()
+        slot = ReplySlot()
         self._replies.append(slot)
         assert self._nursery is not None
         self._nursery.start_soon(self._run_answer, rid, request, slot)
 
-    async def _run_answer(self, rid: int, request: Fetch | Consumers, slot: _ReplySlot) -> None:
+    async def _run_answer(self, rid: int, request: Fetch | Consumers, slot: ReplySlot) -> None:
         reply: dict[str, Any] | ApiError
         try:
             if isinstance(request, Fetch):
@@ -385,7 +313,7 @@ class ApiConnection:
             reply = ApiError.internal(exc)
         self._fill(slot, rid, reply)
 
-    def _gather_publish(self, rid: int, request: Publish) -> _Blocked | None:
+    def _gather_publish(self, rid: int, request: Publish) -> Blocked | None:
         """Take the publish's reply place now and gather it with the publishes of its kind
         read in a row: they reach the service in one call (one pass through the overlay
         for a client's burst), before anything this client sent after them. A reliable
@@ -402,12 +330,12 @@ class ApiConnection:
             if not self._room_for(1):
                 return rid, request  # the turn ends: those gathered are handed over
             self._inflight += 1
-        slot = _ReplySlot()
+        slot = ReplySlot()
         self._replies.append(slot)
         gathered.append((slot, rid, request))
         return None
 
-    def _gather_batch(self, rid: int, batch: PublishBatch) -> _Blocked | None:
+    def _gather_batch(self, rid: int, batch: PublishBatch) -> Blocked | None:
         """:meth:`_gather_publish` for a ``publish_batch``: its valid events are
         gathered like single publishes, its refused ones answered at once; a reliable
         batch takes its in-flight places all together (or waits for them)."""
@@ -420,10 +348,10 @@ class ApiConnection:
             if not self._room_for(valid):
                 return rid, batch
             self._inflight += valid
-        slot = _ReplySlot()
+        slot = ReplySlot()
         self._replies.append(slot)
         count = len(batch.events)
-        reply = _BatchReply(slot, rid, [None] * count, count)
+        reply = BatchReply(slot, rid, [None] * count, count)
         gathered = self._gathered
         for index, event in enumerate(batch.events):
             if isinstance(event, Publish):
@@ -468,7 +396,7 @@ class ApiConnection:
         for (slot, rid, _), outcome in zip(gathered, outcomes, strict=True):
             self._fill_publish(slot, rid, outcome)
 
-    def _begin_reliable(self, gathered: list[_Gathered], requests: list[Publish]) -> None:
+    def _begin_reliable(self, gathered: list[Gathered], requests: list[Publish]) -> None:
         """Reliable publishes, each holding an in-flight place until it is answered."""
         dones = [self._answer_once(slot, rid) for slot, rid, _ in gathered]
         try:
@@ -484,7 +412,7 @@ class ApiConnection:
             if not started:  # the service needs a task for it
                 self._nursery.start_soon(self._run_publish, rid, request, slot)
 
-    def _answer_once(self, slot: _ReplySlot | _BatchReply, rid: int) -> Done:
+    def _answer_once(self, slot: ReplySlot | BatchReply, rid: int) -> Done:
         answered = False
 
         def done(outcome: PublishResult | ApiError) -> None:
@@ -497,7 +425,7 @@ class ApiConnection:
         return done
 
     async def _run_publish(self, rid: int, request: Publish,
-                           slot: _ReplySlot | _BatchReply) -> None:
+                           slot: ReplySlot | BatchReply) -> None:
         try:
             outcome: PublishResult | ApiError = await self.service.publish(request)
         except ApiError as exc:
@@ -518,24 +446,24 @@ class ApiConnection:
     # -- writing ----------------------------------------------------------------------
 
     def _reply_now(self, rid: int | None, body: dict[str, Any] | ApiError) -> None:
-        slot = _ReplySlot()
+        slot = ReplySlot()
         self._replies.append(slot)
         self._fill(slot, rid, body)
 
-    def _fill(self, slot: _ReplySlot, rid: int | None, body: dict[str, Any] | ApiError) -> None:
+    def _fill(self, slot: ReplySlot, rid: int | None, body: dict[str, Any] | ApiError) -> None:
         if isinstance(body, ApiError):
             self._store(slot, {"rid": rid, "ok": False, "error": body.to_wire()})
         else:
             self._store(slot, {"rid": rid, "ok": True, **body})
 
-    def _fill_publish(self, slot: _ReplySlot | _BatchReply, rid: int,
+    def _fill_publish(self, slot: ReplySlot | BatchReply, rid: int,
                       outcome: PublishResult | ApiError) -> None:
         """:meth:`_fill` for a publish's outcome (one per event: its map made at once); for
         an event of a batch, ``rid`` is its index there."""
-        if isinstance(slot, _BatchReply):
+        if isinstance(slot, BatchReply):
             slot.results[rid] = ({"msg_id": outcome.msg_id, "seq": outcome.seq}
                                  if isinstance(outcome, PublishResult)
-                                 else {"error": _batch_error(outcome)})
+                                 else {"error": batch_error(outcome)})
             slot.waiting -= 1
             if not slot.waiting:
                 self._store(slot.slot, {"rid": slot.rid, "ok": True, "results": slot.results})
@@ -545,7 +473,7 @@ class ApiConnection:
         else:
             self._fill(slot, rid, outcome)
 
-    def _store(self, slot: _ReplySlot, reply: dict[str, Any]) -> None:
+    def _store(self, slot: ReplySlot, reply: dict[str, Any]) -> None:
         """Encode ``reply`` into its slot and wake the writer."""
         slot.data = data = frame_bytes(self._encode(reply), self.config.max_frame)
         self._queued(len(data))
@@ -555,11 +483,11 @@ class ApiConnection:
         cut off a client that cannot keep up."""
         if self._closing:
             return
-        queued: list[bytes | _NotifyBody]
+        queued: list[bytes | NotifyBody]
         if isinstance(push, Notifications):
             encode, sub = self._encode, push.sub
             if self.batch_notify:
-                queued = [_NotifyBody(encode(notify_fields(sub, event)))
+                queued = [NotifyBody(encode(notify_fields(sub, event)))
                           for event in push.events]
             else:
                 queued = [frame_bytes(encode(wire), self.config.max_frame)
@@ -572,7 +500,7 @@ class ApiConnection:
             slot.trailing.extend(queued)
         else:
             self._pushes.extend(queued)
-        self._queued(sum(len(item.data) if isinstance(item, _NotifyBody) else len(item)
+        self._queued(sum(len(item.data) if isinstance(item, NotifyBody) else len(item)
                          for item in queued))
 
     def _queued(self, size: int) -> None:
@@ -589,7 +517,7 @@ class ApiConnection:
             self._woken = True
             self._wake.set()
 
-    def _frames(self, pushes: Iterable[bytes | _NotifyBody]) -> list[bytes]:
+    def _frames(self, pushes: Iterable[bytes | NotifyBody]) -> list[bytes]:
         if self.batch_notify:
             return notify_frames(pushes, self.config.max_frame)
         return list(pushes)  # type: ignore[arg-type]  # without batch_notify _push framed each
