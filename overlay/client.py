@@ -26,19 +26,45 @@ directory's ``api.sock``. A target is a Unix socket path, or ``tcp:HOST:PORT``.
 from __future__ import annotations
 
 import itertools
-import os
-import socket
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager, suppress
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import trio
 
+from overlay.client_blocking import BlockingClient
+from overlay.client_common import (
+    API_VERSION,
+    BadFilter,
+    BlockingMessage,
+    ClientError,
+    Conflict,
+    ConnectionLost,
+    Event,
+    Message,
+    NotReady,
+    Overloaded,
+    Published,
+    RequestError,
+    StorageError,
+    Timeout,
+    TooLarge,
+    UnknownSub,
+    UnsupportedVersion,
+    batch_frames,
+    batch_outcomes,
+    batching_of,
+    default_state_dir,
+    default_target,
+    event_fields,
+    publish_event,
+    publish_request,
+    sizes_of,
+    subscribe_request,
+    too_large,
+)
 from overlay.client_durable import (
     AsyncSettling,
-    BlockingSettling,
     consumers_request,
     durable_fields,
     fetch_request,
@@ -49,286 +75,50 @@ from overlay.core.errors import FrameError
 from overlay.core.framing import (
     FrameDecoder,
     MapDecoder,
-    array_frame,
     encode_frame,
-    encode_map,
-    group_for_frames,
 )
-from overlay.core.limits import MIN_MAX_FRAME, SizeLimits, TooLargeError
+from overlay.core.limits import SizeLimits
 from overlay.core.pubsub import AttrValue
 
-API_VERSION = 1
-
-
-def default_state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "overlay"
-
-
-def default_target() -> str:
-    return os.environ.get("OVERLAY_API") or str(default_state_dir() / "api.sock")
-
-
-# -- errors --------------------------------------------------------------------------
-
-
-class ClientError(Exception):
-    """Base of the client's errors."""
-
-
-class ConnectionLost(ClientError):
-    """The daemon closed the connection, or could not be reached."""
-
-
-class RequestError(ClientError):
-    """The daemon answered a request with an error (API.md ``error``)."""
-
-    code = "internal"
-
-    def __init__(self, code: str, message: str, extra: dict[str, Any] | None = None) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-        self.extra = extra or {}
-
-    @staticmethod
-    def from_wire(error: Any) -> RequestError:
-        if not isinstance(error, dict):
-            return RequestError("internal", f"malformed error {error!r}")
-        code, message = str(error.get("code")), str(error.get("message"))
-        extra = {k: v for k, v in error.items() if k not in ("code", "message")}
-        cls = _ERRORS.get(code, RequestError)
-        return cls(code, message, extra)
-
-
-class BadFilter(RequestError):
-    @property
-    def pos(self) -> int | None:
-        return self.extra.get("pos")
-
-
-class UnknownSub(RequestError): ...
-
-
-class NotReady(RequestError): ...
-
-
-class Overloaded(RequestError): ...
-
-
-class UnsupportedVersion(RequestError): ...
-
-
-class TooLarge(RequestError):
-    """An event over the daemon's ``max_payload`` or ``max_event`` (the error's
-    ``max_frame``, ``max_event`` and ``max_payload`` say the limits)."""
-
-
-class Timeout(RequestError):
-    """The overlay did not take a reliable publish in time: publish again with the same
-    ``msg_id`` (the root numbers it once)."""
-
-
-class StorageError(RequestError):
-    """``storage_error``: the topic's root could not store a reliable publish (its disk or
-    quota is full), so it is not acknowledged; publish it again later (the error's
-    ``msg_id``)."""
-
-
-class Conflict(RequestError):
-    """``conflict``: a durable subscribe named a consumer that exists with another filter
-    or other settings."""
-
-
-_ERRORS: dict[str, type[RequestError]] = {
-    "bad_filter": BadFilter, "unknown_sub": UnknownSub, "not_ready": NotReady,
-    "overloaded": Overloaded, "unsupported_version": UnsupportedVersion,
-    "too_large": TooLarge, "timeout": Timeout, "storage_error": StorageError,
-    "conflict": Conflict,
-}
-
-
-# -- values ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Event:
-    """A ``notify`` push: one event for one subscription."""
-
-    sub: int
-    topic: str
-    msg_id: str
-    seq: int | None
-    attrs: dict[str, AttrValue]
-    payload: bytes
-    publisher: str
-    ts: float
-    #: Deliveries of this event to a durable consumer so far, this one included.
-    attempt: int = 1
-
-    @staticmethod
-    def from_wire(push: dict[str, Any]) -> Event:
-        return Event(**_event_fields(push))
-
-
-def _event_fields(push: dict[str, Any]) -> dict[str, Any]:
-    return {"sub": push["sub"], "topic": push["topic"], "msg_id": push["msg_id"],
-            "seq": push.get("seq"), "attrs": push.get("attrs") or {},
-            "payload": push.get("payload") or b"", "publisher": push.get("publisher", ""),
-            "ts": push.get("ts", 0.0), "attempt": push.get("attempt", 1)}
-
-
-@dataclass(frozen=True)
-class Message(Event):
-    """An event of an async durable subscription: ``await msg.ack()`` when done with it
-    (with ``ack=True``), ``nak(delay)`` to have it again, ``term()`` to end it."""
-
-    settling: AsyncSettling | None = field(default=None, repr=False, compare=False)
-
-    async def ack(self) -> None:
-        await self._settling().ack()
-
-    async def nak(self, delay: float = 0.0) -> None:
-        await self._settling().nak(delay)
-
-    async def term(self) -> None:
-        await self._settling().term()
-
-    def _settling(self) -> AsyncSettling:
-        if self.settling is None:
-            raise ValueError("this event did not come from a durable subscription")
-        return self.settling
-
-
-@dataclass(frozen=True)
-class BlockingMessage(Event):
-    """An event of a blocking client's durable subscription: ``msg.ack()`` etc."""
-
-    settling: BlockingSettling | None = field(default=None, repr=False, compare=False)
-
-    def ack(self) -> None:
-        self._settling().ack()
-
-    def nak(self, delay: float = 0.0) -> None:
-        self._settling().nak(delay)
-
-    def term(self) -> None:
-        self._settling().term()
-
-    def _settling(self) -> BlockingSettling:
-        if self.settling is None:
-            raise ValueError("this event did not come from a durable subscription")
-        return self.settling
-
-
-@dataclass(frozen=True)
-class Published:
-    msg_id: str
-    seq: int | None
-
-
-#: Where one event's outcome of a batched publish goes.
-_OutcomeChannel = trio.MemorySendChannel["Published | RequestError"]
-
-
-def subscribe_request(topic: str, filter: str, expiry: float | None, group: str | None,
-                      last: int | None, since_seq: int | None,
-                      durable: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``durable``: the fields of :func:`overlay.client_durable.durable_fields`."""
-    req: dict[str, Any] = {"op": "subscribe", "topic": topic, "filter": filter,
-                           **(durable or {})}
-    if expiry is not None:
-        req["expiry"] = expiry
-    if group is not None:
-        req["group"] = group
-    if last is not None:
-        req["replay"] = {"last": last}
-    elif since_seq is not None:
-        req["replay"] = {"since_seq": since_seq}
-    return req
-
-
-def sizes_of(hello: dict[str, Any]) -> SizeLimits:
-    """The daemon's size model, from its ``hello`` reply (the default before one came)."""
-    max_frame = hello.get("max_frame")
-    return SizeLimits(max_frame) if type(max_frame) is int and max_frame >= MIN_MAX_FRAME \
-        else SizeLimits()
-
-
-def publish_request(topic: str, attrs: dict[str, AttrValue] | None, payload: bytes,
-                    reliable: bool, msg_id: str | None,
-                    sizes: SizeLimits | None = None, ttl: float | None = None) -> dict[str, Any]:
-    """A publish request; an event over the daemon's limits (``sizes``) raises
-    :class:`TooLarge` here, as the daemon would answer."""
-    req = publish_event(topic, attrs, payload, msg_id, ttl)
-    if sizes is not None and (refused := too_large(req, sizes)) is not None:
-        raise refused
-    req["op"] = "publish"
-    req["reliable"] = reliable
-    return req
-
-
-def batching_of(hello: dict[str, Any]) -> tuple[bool, int]:
-    """Whether the daemon takes ``publish_batch`` requests, and how many events each."""
-    max_batch = hello.get("max_batch")
-    if "publish_batch" not in hello.get("features", ()) or type(max_batch) is not int:
-        return False, 0
-    return max_batch > 1, max_batch
-
-
-def too_large(event: dict[str, Any], sizes: SizeLimits) -> TooLarge | None:
-    """The error refusing an event (a map of :func:`publish_event`) over the daemon's
-    limits, as the daemon would answer; None when it fits."""
-    try:
-        sizes.check_event(event["topic"], event["attrs"], event["payload"])
-    except TooLargeError as exc:
-        return TooLarge("too_large", str(exc), sizes.to_wire())
-    return None
-
-
-def publish_event(topic: str, attrs: dict[str, AttrValue] | None = None, payload: bytes = b"",
-                  msg_id: str | None = None, ttl: float | None = None) -> dict[str, Any]:
-    """One event of a batched publish (``publish_many``)."""
-    event: dict[str, Any] = {"topic": topic, "attrs": attrs or {}, "payload": payload}
-    if msg_id is not None:
-        event["msg_id"] = msg_id
-    if ttl is not None:
-        event["ttl"] = ttl
-    return event
-
-
-#: Bytes of a publish_batch's map before its events: {"op", "reliable", "rid", "events"},
-#: counted with the largest rid (a batch may be up to 8 bytes short of max_frame).
-_BATCH_HEAD_SIZE = len(encode_map({"op": "publish_batch", "reliable": True,
-                                   "rid": (1 << 64) - 1, "events": []})) - 1
-
-
-def batch_frames(events: list[dict[str, Any]], reliable: bool, max_frame: int, max_batch: int,
-                 rids: Iterator[int]) -> list[tuple[int, int, bytes]]:
-    """``publish_batch`` requests carrying ``events``, each at most ``max_frame`` bytes and
-    ``max_batch`` events: per frame, its rid, its event count and its bytes."""
-    bodies = [encode_map(event) for event in events]
-    frames = []
-    for group in group_for_frames(bodies, _BATCH_HEAD_SIZE, max_frame, max_batch):
-        rid = next(rids)
-        head = encode_map({"op": "publish_batch", "reliable": reliable, "rid": rid,
-                           "events": []})[:-1]
-        frames.append((rid, len(group), array_frame(head, group)))
-    return frames
-
-
-def batch_outcomes(reply: dict[str, Any], count: int) -> list[Published | RequestError]:
-    """Per event of a batched publish: its result, or the error refusing it."""
-    if not reply.get("ok"):
-        return [RequestError.from_wire(reply.get("error"))] * count
-    results = reply.get("results")
-    if not isinstance(results, list) or len(results) != count:
-        return [RequestError("internal", f"a batch reply without {count} results")] * count
-    return [RequestError.from_wire(r["error"]) if "error" in r
-            else Published(r["msg_id"], r.get("seq")) for r in results]
+__all__ = [
+    "API_VERSION",
+    "AsyncClient",
+    "BadFilter",
+    "BlockingClient",
+    "BlockingMessage",
+    "ClientError",
+    "Conflict",
+    "ConnectionLost",
+    "Event",
+    "Message",
+    "NotReady",
+    "Overloaded",
+    "Published",
+    "RequestError",
+    "StorageError",
+    "Subscription",
+    "Timeout",
+    "TooLarge",
+    "UnknownSub",
+    "UnsupportedVersion",
+    "batch_frames",
+    "batch_outcomes",
+    "batching_of",
+    "connect",
+    "default_state_dir",
+    "default_target",
+    "publish_event",
+    "publish_request",
+    "sizes_of",
+    "subscribe_request",
+    "too_large",
+]
 
 
 # -- async client ----------------------------------------------------------------------
+
+#: Where one event's outcome of a batched publish goes.
+_OutcomeChannel = trio.MemorySendChannel[Published | RequestError]
 
 
 async def _open_stream(target: str) -> trio.abc.Stream:
@@ -578,7 +368,7 @@ class AsyncClient:
         async def settle(op: str, msg_ids: Sequence[str], delay: float) -> None:
             await self.request(settle_request(sub, op, msg_ids, delay))
 
-        return Message(**_event_fields(notify),
+        return Message(**event_fields(notify),
                        settling=AsyncSettling(notify["msg_id"], settle))
 
     def _end_subscription(self, sub: int) -> None:
@@ -661,208 +451,3 @@ async def connect(target: str | None = None, *, client_name: str = "overlay-pyth
                         nursery)
         yield client
         nursery.cancel_scope.cancel()
-
-
-# -- blocking client -------------------------------------------------------------------
-
-
-class BlockingClient:
-    """A synchronous client for scripts: one request at a time, pushes buffered."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-        self._decoder = FrameDecoder(1 << 24)
-        self._decode = MapDecoder()
-        self._rids = itertools.count(1)
-        self._events: list[dict[str, Any]] = []
-        self.hello: dict[str, Any] = {}
-        self.sizes = SizeLimits()
-        self._batching = False
-        self._max_batch = 0
-
-    @classmethod
-    @contextmanager
-    def connect(cls, target: str | None = None, timeout: float | None = 30.0,
-                client_name: str = "overlay-python") -> Iterator[BlockingClient]:
-        target = target or default_target()
-        try:
-            if target.startswith("tcp:"):
-                host, _, port = target[4:].rpartition(":")
-                sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
-            else:
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                sock.settimeout(timeout)
-                sock.connect(target)
-        except (OSError, ValueError) as exc:
-            raise ConnectionLost(f"cannot reach the daemon at {target}: {exc}") from None
-        with sock:
-            client = cls(sock)
-            client.hello = client.request({"op": "hello", "version": API_VERSION,
-                                           "client": client_name, "batch_notify": True})
-            client.sizes = sizes_of(client.hello)
-            client._batching, client._max_batch = batching_of(client.hello)
-            yield client
-
-    def _read_one(self) -> dict[str, Any]:
-        while (body := self._decoder.next_body()) is None:
-            try:
-                data = self._sock.recv(1 << 16)
-            except TimeoutError:
-                raise
-            except OSError as exc:
-                raise ConnectionLost(f"connection to the daemon lost: {exc}") from None
-            if not data:
-                raise ConnectionLost("the daemon closed the connection")
-            self._decoder.feed(data)
-        return self._decode(body)
-
-    def request(self, req: dict[str, Any]) -> dict[str, Any]:
-        rid = next(self._rids)
-        try:
-            self._sock.sendall(encode_frame({**req, "rid": rid}, self.sizes.max_frame))
-        except OSError as exc:
-            raise ConnectionLost(f"connection to the daemon lost: {exc}") from None
-        while True:
-            msg = self._read_one()
-            if "event" in msg:
-                self._keep_push(msg)
-            elif msg.get("rid") == rid:
-                if not msg.get("ok"):
-                    raise RequestError.from_wire(msg.get("error"))
-                return msg
-
-    def publish(self, topic: str, payload: bytes = b"", *,
-                attrs: dict[str, AttrValue] | None = None, reliable: bool = True,
-                msg_id: str | None = None, ttl: float | None = None) -> Published:
-        reply = self.request(publish_request(topic, attrs, payload, reliable, msg_id,
-                                             self.sizes, ttl))
-        return Published(reply["msg_id"], reply.get("seq"))
-
-    def publish_many(self, events: list[dict[str, Any]], *,
-                     reliable: bool = True) -> list[Published | RequestError]:
-        """Publish ``events`` (maps from :func:`publish_event`) in as few requests as
-        ``max_frame`` allows, all sent before the replies are read: per event, its result
-        or the error refusing it alone (those over the daemon's limits are not sent)."""
-        refused = [too_large(event, self.sizes) for event in events]
-        sendable = [event for event, error in zip(events, refused, strict=True) if error is None]
-        sent = iter(self._publish_batched(sendable, reliable) if self._batching
-                    else [self._publish_alone(event, reliable) for event in sendable])
-        return [next(sent) if error is None else error for error in refused]
-
-    def _publish_alone(self, event: dict[str, Any], reliable: bool) -> Published | RequestError:
-        try:
-            reply = self.request({"op": "publish", "reliable": reliable, **event})
-        except RequestError as exc:
-            return exc
-        return Published(reply["msg_id"], reply.get("seq"))
-
-    def _publish_batched(self, events: list[dict[str, Any]],
-                         reliable: bool) -> list[Published | RequestError]:
-        frames = batch_frames(events, reliable, self.sizes.max_frame, self._max_batch,
-                              self._rids)
-        try:
-            self._sock.sendall(b"".join(frame for _, _, frame in frames))
-        except OSError as exc:
-            raise ConnectionLost(f"connection to the daemon lost: {exc}") from None
-        waiting = {rid: count for rid, count, _ in frames}
-        replies: dict[int, list[Published | RequestError]] = {}
-        while waiting:
-            msg = self._read_one()
-            if "event" in msg:
-                self._keep_push(msg)
-            elif msg.get("rid") in waiting:
-                rid = msg["rid"]
-                replies[rid] = batch_outcomes(msg, waiting.pop(rid))
-        return [outcome for rid, _, _ in frames for outcome in replies[rid]]
-
-    def subscribe(self, topic: str, filter: str = "", *, expiry: float | None = None,
-                  group: str | None = None, last: int | None = None,
-                  since_seq: int | None = None, durable: str | None = None,
-                  ack: bool | None = None, ack_wait: float | None = None,
-                  max_deliver: int | None = None, dead_letter: str | None = None,
-                  max_inflight: int | None = None, pull: bool | None = None) -> int:
-        """A subscription's handle; with ``durable``, attached to that durable consumer
-        (:meth:`events` gives its events as :class:`BlockingMessage` values)."""
-        fields = durable_fields(durable, ack=ack, ack_wait=ack_wait, max_deliver=max_deliver,
-                                dead_letter=dead_letter, max_inflight=max_inflight, pull=pull)
-        req = subscribe_request(topic, filter, expiry, group, last, since_seq, fields)
-        return int(self.request(req)["sub"])
-
-    def ack(self, sub: int, msg_ids: Sequence[str]) -> None:
-        self.settle(sub, "ack", msg_ids)
-
-    def nak(self, sub: int, msg_ids: Sequence[str], delay: float = 0.0) -> None:
-        self.settle(sub, "nak", msg_ids, delay)
-
-    def term(self, sub: int, msg_ids: Sequence[str]) -> None:
-        self.settle(sub, "term", msg_ids)
-
-    def settle(self, sub: int, op: str, msg_ids: Sequence[str], delay: float = 0.0) -> None:
-        """``ack``, ``nak`` or ``term`` of a durable subscription's events."""
-        for run in settle_runs(msg_ids, self.sizes):
-            self.request(settle_request(sub, op, run, delay))
-
-    def fetch(self, sub: int, max: int = 1, wait: float = 0.0) -> list[BlockingMessage]:
-        """Up to ``max`` events of a ``pull`` subscription, waiting up to ``wait`` s."""
-        reply = self.request(fetch_request(sub, max, wait))
-        return [self._message(item) for item in reply.get("events") or ()]
-
-    def consumers(self, topic: str, durable: str | None = None) -> list[dict[str, Any]]:
-        return list(self.request(consumers_request(topic, durable))["consumers"])
-
-    def delete_consumer(self, topic: str, durable: str) -> bool:
-        reply = self.request({"op": "delete_consumer", "topic": topic, "durable": durable})
-        return bool(reply["deleted"])
-
-    def _message(self, notify: dict[str, Any]) -> BlockingMessage:
-        sub = notify["sub"]
-
-        def settle(op: str, msg_ids: Sequence[str], delay: float) -> None:
-            self.request(settle_request(sub, op, msg_ids, delay))
-
-        return BlockingMessage(**_event_fields(notify),
-                               settling=BlockingSettling(notify["msg_id"], settle))
-
-    def unsubscribe(self, sub: int) -> None:
-        self.request({"op": "unsubscribe", "sub": sub})
-
-    def renew(self, sub: int, expiry: float) -> None:
-        self.request({"op": "renew", "sub": sub, "expiry": expiry})
-
-    def status(self) -> dict[str, Any]:
-        reply = self.request({"op": "status"})
-        return {k: v for k, v in reply.items() if k not in ("rid", "ok")}
-
-    def _keep_push(self, msg: dict[str, Any]) -> None:
-        """A push read while waiting for a reply: kept for :meth:`events` (a batch as its
-        notifies), or raised (an error: the daemon closes the connection)."""
-        kind = msg.get("event")
-        if kind == "error":
-            raise RequestError.from_wire(msg.get("error"))
-        if kind == "notify_batch":
-            self._events += ({"event": "notify", **e} for e in msg.get("events") or ())
-        else:
-            self._events.append(msg)
-
-    def events(self) -> Iterator[BlockingMessage | int]:
-        """Pushes as they come: an event (a :class:`BlockingMessage`, which a durable
-        subscription's event acknowledges itself with), or the sub id of a subscription
-        that ended (expired, or its durable consumer deleted).
-
-        Raises ``TimeoutError`` when nothing arrives within the socket timeout.
-        """
-        while True:
-            if not self._events:
-                self._keep_push(self._read_one())
-                continue
-            msg = self._events.pop(0)
-            kind = msg.get("event")
-            if kind == "notify":
-                yield self._message(msg)
-            elif kind in ("expired", "ended"):
-                yield int(msg["sub"])
-            elif kind == "error":
-                raise RequestError.from_wire(msg.get("error"))
-
-    def set_timeout(self, timeout: float | None) -> None:
-        self._sock.settimeout(timeout)

@@ -122,7 +122,7 @@ def test_the_documented_error_codes_are_the_implemented_ones() -> None:
 
 
 def test_clients_know_every_error_code() -> None:
-    from overlay.client import _ERRORS
+    from overlay.client_common import _ERRORS
 
     assert set(_ERRORS) <= ERROR_CODES
     # Every code a client can meet without a bug or a broken frame has its own class.
