@@ -47,7 +47,8 @@ class MergePlan:
     base: int
     #: Events this root holds under older numbers that the other log holds under later
     #: ones, past this root's counter (a merge there moved them; members of that side
-    #: may have them only there): they take the later number here too.
+    #: may have them only there): they take the later number here too. So do those the
+    #: other log lacks where the event after its gap names them (``prev``).
     follow: tuple[EventBody, ...] = ()
 
     def renumbered(self, prev: str | None = None) -> tuple[EventBody, ...]:
@@ -81,7 +82,7 @@ def plan_merge(mine: Retained, counter: int, theirs: tuple[EventBody, ...],
     (their side gets them in order, after their counter). An event the other log holds
     under a later number past this root's counter (a merge there moved it) takes that
     number here too (``follow``), unless their log holds another event at its number
-    here.
+    here; so does one their log lacks where the event after the gap names it.
     """
     held = mine.events
     by_msg = mine.by_msg
@@ -125,6 +126,8 @@ def plan_merge(mine: Retained, counter: int, theirs: tuple[EventBody, ...],
     follow = tuple(b for b in own if (b.seq or 0) > counter and b.msg_id in by_msg
                    and complete <= by_msg[b.msg_id] < (b.seq or 0)
                    and by_msg[b.msg_id] not in their_log)
+    follow = tuple(sorted(follow + _linked_follow(own, mine, counter, their_log),
+                          key=lambda b: b.seq or 0))
     if not clashes and not passed:
         return MergePlan(tuple(b for b in new if (b.seq or 0) not in held), None, (), (),
                          base, follow)
@@ -143,6 +146,31 @@ def plan_merge(mine: Retained, counter: int, theirs: tuple[EventBody, ...],
         # part of the handover moved this root's): nothing moves, holes are filled.
         return MergePlan(fill, None, (), (), base, follow)
     return MergePlan(fill, fork, ours, tuple(moving), base, follow)
+
+
+def _linked_follow(own: list[EventBody], mine: Retained, counter: int,
+                   their_log: dict[int, EventBody]) -> tuple[EventBody, ...]:
+    """Events this root holds under earlier numbers that the other log's numbering put
+    at a number past this root's counter where that log has a hole (its copy there is
+    missing: the replica that answered never got it), shown by the ``prev`` of the
+    event after the hole: they take that number here too, as ``follow`` does for the
+    copies the other log holds. Otherwise the other side's members, which passed the
+    number, never get them. Tied to what the other log holds before the hole, if
+    anything."""
+    linked: list[EventBody] = []
+    theirs_ids = {b.msg_id for b in their_log.values()}
+    for b in own:
+        seq = b.seq or 0
+        hole = seq - 1
+        if b.prev is None or hole <= counter or hole in their_log or b.prev in theirs_ids:
+            continue
+        at = mine.by_msg.get(b.prev)
+        if at is None or not mine.complete_from <= at < hole or at in their_log:
+            continue
+        before = their_log.get(hole - 1)
+        linked.append(mine.events[at][1].numbered(hole, None if before is None
+                                                  else before.msg_id))
+    return tuple(linked)
 
 
 __all__ = ["MergePlan", "plan_merge"]

@@ -225,9 +225,18 @@ class Publishing:
         retention = self.retention
         if fresh:
             retention.adopt_replica(now, topic)
-        if topic in retention.restored or now < retention.lost_until:
+        if topic in retention.restored or now < retention.lost_until \
+                or (fresh and self._short_of_counter(topic)):
             self._gather_from_replicas(now, topic)
         self.s.start_recovery(now, topic)
+
+    def _short_of_counter(self, topic: str) -> bool:
+        """The former root numbered events past the last this node's copies hold: their
+        copies did not reach this replica (the root failed first). Fresh events among
+        them were never acknowledged, but a merge's moved ones were (under their old
+        numbers, which the tree has passed): another replica may hold them."""
+        log = self.retention.log(topic)
+        return (0 if log is None else log.last_seq()) < self.s.seq.get(topic, 0)
 
     def _gather_from_replicas(self, now: float, topic: str) -> None:
         """A restarted node claims a topic it loaded from its own log: that log may have

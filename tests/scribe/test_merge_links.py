@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from scribe.merge import MergePlan, plan_merge
-from scribe.messages import ReplicaSync, Replicate, ReplicateAck, RootHandover
+from scribe.messages import ReplicaSync, Replicate, ReplicateAck, Restore, RootHandover
 from scribe.stream import Retained
 from scribe.wire_records import EventBody
 from tests.scribe.helpers import MID, TOPIC, body, join, make, ref
@@ -313,3 +313,44 @@ def test_a_copy_whose_number_holds_another_event_here_is_not_said_stored() -> No
     assert host.sent_of(ReplicateAck) == []
     app.on_synced(2.2, len(host.persisted))
     assert host.sent_of(ReplicateAck) == [("n200", ReplicateAck(TOPIC, "a4", 4, ref(160)))]
+
+
+# -- a copy missing from the log that answered ---------------------------------------------
+
+
+def test_a_copy_missing_from_their_log_follows_the_event_that_names_it() -> None:
+    # Their root merged this root's b0, b2 after a0 (at 4..7); the log that answered
+    # lacks b2's copy at 6, but a1 there names b2 before it: b2 takes 6 here too (the
+    # other side's members passed 6), tied to b0 before it, as b0 takes 5.
+    mine = log_of(ev("ff", 1), *chain("b0", "b2", first=2, before="ff"))
+    numbered = chain("a0", "b0", "b2", "a1", first=4, before="c3")
+    theirs = (ev("ff", 1), *(b for b in numbered if b.msg_id != "b2"))
+    plan = plan_merge(mine, 3, theirs, 7)
+    assert [(b.msg_id, b.seq, b.prev) for b in plan.follow] == [
+        ("b0", 5, "a0"), ("b2", 6, "b0")]
+    # Where this root's own numbering reaches past the hole, nothing follows into it.
+    assert [b.msg_id for b in plan_merge(mine, 6, theirs, 7).follow] == []
+    # An event their log holds elsewhere is not moved by a link.
+    assert [(b.msg_id, b.seq) for b in plan_merge(
+        mine, 3, (*theirs, ev("b2", 8, "a1")), 8).follow] == [("b0", 5), ("b2", 8)]
+
+
+@pytest.mark.parametrize("counter", [4, 5])
+def test_a_replica_that_takes_over_short_of_the_counter_asks_the_others(counter: int) -> None:
+    # The former root numbered up to ``counter``; this replica's copies end at 4. With
+    # one missing (the root failed before it came), the node asks its replicas for what
+    # they hold past its log before it numbers (a merge's moved copy there was
+    # acknowledged under its old number, which the tree passed).
+    app, host = make(160, root=True, config=CONFIG)
+    host.replicas = [ref(170), ref(180)]
+    app.on_direct(1.0, "n150", ReplicaSync(TOPIC, counter, ref(150), chain("ff", "a0", "a1",
+                                                                          "a2")))
+    host.clear()
+    app.deliver(2.0, MID, join(101, ""), 1)  # the key is this node's: it numbers now
+    asked = [dest for dest, _ in host.sent_of(Restore)]
+    if counter == 5:
+        assert asked == ["n170", "n180"]
+        assert host.sent_of(Restore)[0][1] == Restore(TOPIC, ref(160), 4)
+        assert TOPIC in app.state.recovering
+    else:
+        assert asked == []
