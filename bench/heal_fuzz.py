@@ -9,12 +9,15 @@ a split into halves, six reliable events on each side, the heal) and, by mode:
   holds the other's copies, the other crashes for good (seeds where that moment never
   comes are counted apart);
 - ``restart``: a node drawn from the seed crashes between 2 s before and 8 s after the
-  heal and starts again from its disk 2 to 10 s later.
+  heal and starts again from its disk 2 to 10 s later;
+- ``restarts``: no partition; one to three nodes crash while two publishers stream
+  reliable events and start again from their disks (tests/scribe/test_restarts_sim.py).
 
 Then every acknowledged event must have reached every live subscription once, in seq
 order (the first event, published before the subscriptions may be in effect, aside).
 Printed: each seed that broke that, with what each subscriber lacks, and the counts.
-The seeded cases in tests/scribe/test_crash_after_heal_sim.py came from this.
+The seeded cases in tests/scribe/test_crash_after_heal_sim.py and test_restarts_sim.py
+came from this.
 
 Run: .venv/bin/python bench/heal_fuzz.py restart [--seeds 0-299]
 """
@@ -34,11 +37,13 @@ from tests.scribe.test_crash_after_heal_sim import (
     restart_around_heal,
 )
 from tests.scribe.test_partition_sim import lab_like
+from tests.scribe.test_restarts_sim import delivery_problems as restarts_problems
+from tests.scribe.test_restarts_sim import restarts_under_load
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["heal", "window", "restart"])
+    parser.add_argument("mode", choices=["heal", "window", "restart", "restarts"])
     parser.add_argument("--seeds", default="0-99", help="a range, as 0-99")
     args = parser.parse_args()
     first, _, last = args.seeds.partition("-")
@@ -47,6 +52,13 @@ def main() -> None:
     bad = skipped = 0
     for seed in seeds:
         crashed: str | None = None
+        if args.mode == "restarts":
+            world, subscribers, _ = restarts_under_load(seed)
+            problems = restarts_problems(world, subscribers)
+            if problems:
+                bad += 1
+                print(f"seed {seed}: {'; '.join(problems)}", flush=True)
+            continue
         if args.mode == "heal":
             world, subscribers = lab_like(seed)
         elif args.mode == "window":

@@ -125,6 +125,15 @@ class Lookups:
             self._failed(now, lookup, asked)
         elif answer.done and nxt.id == asked.id:
             self._finish(now, lookup, asked)  # the owner confirmed
+        elif nxt.addr == self.node.address and not self.node.in_ring:
+            # It points at our former self: we restarted (same address, same id) before
+            # the ring noticed we were gone, and we are joining. Ask it again around us;
+            # our own empty tables know nothing yet.
+            if self.node.address in lookup.avoid:
+                self._failed(now, lookup, asked)
+            else:
+                lookup.avoid.append(self.node.address)
+                self._ask(now, lookup, asked, owner_check=owner_check)
         elif nxt.addr == self.node.address:
             # It points at us: our own tables know better.
             lookup.path.append(asked)

@@ -128,24 +128,66 @@ def plan_merge(mine: Retained, counter: int, theirs: tuple[EventBody, ...],
                    and by_msg[b.msg_id] not in their_log)
     follow = tuple(sorted(follow + _linked_follow(own, mine, counter, their_log),
                           key=lambda b: b.seq or 0))
+    stranded = _stranded(mine, their_log)
     if not clashes and not passed:
-        return MergePlan(tuple(b for b in new if (b.seq or 0) not in held), None, (), (),
+        fill = tuple(b for b in new if (b.seq or 0) not in held)
+        if not stranded:
+            return MergePlan(fill, None, (), (), base, follow)
+        return MergePlan(fill, stranded[0].seq, stranded, _in_publish_order(stranded),
                          base, follow)
     fork = min(clashes + passed)
     ours: tuple[EventBody, ...] = ()
     if clashes:
         limit = counter + 1 if moved_below is None else min(moved_below, counter + 1)
         theirs_ids = {b.msg_id for b in own}
+        # An event both logs hold under different numbers (a publish retried to each
+        # root) moves too where their log holds another event at its number here: their
+        # members passed that number with the other event.
         ours = tuple(body for seq, (_, body) in held.items()
-                     if min(clashes) <= seq < limit and body.msg_id not in theirs_ids)
+                     if min(clashes) <= seq < limit
+                     and (body.msg_id not in theirs_ids
+                          or their_log.get(seq, body).msg_id != body.msg_id))
+    ours_ids = {b.msg_id for b in ours}
+    ours = tuple(sorted(ours + tuple(b for b in stranded if b.msg_id not in ours_ids),
+                        key=lambda b: b.seq or 0))
     fill = tuple(b for b in new if (b.seq or 0) < fork and (b.seq or 0) not in held)
-    moving = sorted([b for b in new if (b.seq or 0) >= fork] + list(ours),
-                    key=lambda b: (b.ts, b.msg_id))
+    moving = _in_publish_order([b for b in new if (b.seq or 0) >= fork] + list(ours))
     if not moving:
         # Every event of the clash is held already, under its one number (an earlier
         # part of the handover moved this root's): nothing moves, holes are filled.
         return MergePlan(fill, None, (), (), base, follow)
     return MergePlan(fill, fork, ours, tuple(moving), base, follow)
+
+
+def _in_publish_order(bodies: list[EventBody] | tuple[EventBody, ...],
+                      ) -> tuple[EventBody, ...]:
+    return tuple(sorted(bodies, key=lambda b: (b.ts, b.msg_id)))
+
+
+def _stranded(mine: Retained, their_log: dict[int, EventBody]) -> tuple[EventBody, ...]:
+    """This root's events at numbers the other log has nothing at, where the event after
+    them there names them (``prev``), directly or through others stranded the same way:
+    the other root numbered past them without their copies (they never reached it), so
+    its tree passed those numbers without them. They move after both counters (members
+    that had them tell the moved copies by msg_id). In seq order."""
+    found: list[EventBody] = []
+    named: set[str] = set()
+    held = mine.events
+    # Below their first event their log may have trimmed what it held: only a gap
+    # between two of its events shows that it numbered past what it lacked.
+    first = min(their_log, default=0)
+    for seq in reversed(held):
+        body = held[seq][1]
+        if seq in their_log or seq < mine.complete_from or seq <= first:
+            named.clear()
+            continue
+        after = their_log.get(seq + 1)
+        if (after is not None and after.prev == body.msg_id) or body.msg_id in named:
+            found.append(body)
+            named = {body.prev} if body.prev is not None else set()
+        else:
+            named.clear()
+    return tuple(reversed(found))
 
 
 def _linked_follow(own: list[EventBody], mine: Retained, counter: int,

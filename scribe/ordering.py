@@ -123,6 +123,12 @@ class Ordering:
         # replicas (a merge's new numbers), nor those after them: they go when released.
         through = min(self.s.seq.get(tree.topic, 0), self.released_through(tree.topic))
         run = self.unsent(tree, through)
+        if tree.topic in self.s.recovering and st.through is not None:
+            # It gathers what it lacks (a copy the former root made may be at another
+            # replica): send down only up to its first gap, the rest once the gathering
+            # ends (send_unsent), or the tree would pass numbers the gathering fills.
+            run = [body for i, body in enumerate(run) if body.seq == st.through + 1 + i]
+            through = run[-1].seq or 0 if run else st.through
         if run:
             with self.ahead(tree.topic, run):
                 self.from_root(now, run)
@@ -132,6 +138,15 @@ class Ordering:
         st.catch_up_events.clear()
         st.catch_up_through = None
         st.through = start_at
+
+    def send_unsent(self, now: float, tree: TopicTree) -> None:
+        """At the root, once its gathering ended: what it holds that its tree has not
+        handled, up to its counter and the next event waiting for its replicas."""
+        run = self.unsent(tree, min(self.s.seq.get(tree.topic, 0),
+                                    self.released_through(tree.topic)))
+        if run:
+            with self.ahead(tree.topic, run):
+                self.from_root(now, run)
 
     def unsent(self, tree: TopicTree, through: int) -> list[EventBody]:
         """At the root: the events up to ``through`` that it holds (its log, copies held

@@ -231,12 +231,14 @@ class Publishing:
         self.s.start_recovery(now, topic)
 
     def _short_of_counter(self, topic: str) -> bool:
-        """The former root numbered events past the last this node's copies hold: their
-        copies did not reach this replica (the root failed first). Fresh events among
-        them were never acknowledged, but a merge's moved ones were (under their old
-        numbers, which the tree has passed): another replica may hold them."""
+        """The former root numbered events whose copies did not reach this replica (the
+        root failed first): past the last one held, or in a gap that the event after it
+        names (:meth:`Retained.lacks_copies`). Fresh events among them were never
+        acknowledged, but a merge's moved ones were (under their old numbers, which the
+        tree has passed): another replica may hold them."""
         log = self.retention.log(topic)
-        return (0 if log is None else log.last_seq()) < self.s.seq.get(topic, 0)
+        counter = self.s.seq.get(topic, 0)
+        return counter > 0 if log is None else log.lacks_copies(counter)
 
     def _gather_from_replicas(self, now: float, topic: str) -> None:
         """A restarted node claims a topic it loaded from its own log: that log may have

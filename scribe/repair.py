@@ -84,6 +84,9 @@ class Repair:
         s.recovery_over(topic)
         key = s.mid(topic)
         owner = s.host.is_responsible(key)
+        tree = s.trees.get(topic)
+        if owner and tree is not None and tree.is_root:
+            self.ordering.send_unsent(now, tree)  # held back at a gap while it gathered
         for pull in s.held_pulls.pop(topic, {}).values():
             if owner:
                 self.root_pulls.on_root_pull(now, pull)

@@ -87,6 +87,17 @@ class Retained:
                 stale.add(body.msg_id)
         return found
 
+    def lacks_copies(self, counter: int) -> bool:
+        """Whether the root that numbered up to ``counter`` gave numbers to events whose
+        copies never came here: past the last one held, or right before an event that
+        names (``prev``) an event this log holds nowhere."""
+        if self.last_seq() < counter:
+            return True
+        held, by_msg = self.events, self.by_msg
+        return any(body.prev is not None and body.prev not in by_msg
+                   and self.complete_from <= seq - 1 and seq - 1 not in held
+                   for seq, (_, body) in held.items())
+
     def remove(self, seq: int) -> EventBody | None:
         """Take the event at ``seq`` out (it moved to another seq), if one is there."""
         found = self.events.pop(seq, None)

@@ -57,6 +57,23 @@ def test_join_asks_the_seed_then_has_the_owner_confirm_then_stabilizes() -> None
     assert sends(j.drain_effects()) == [(B.addr, Notify(J))]
 
 
+def test_a_restarted_node_the_ring_still_lists_joins_around_its_former_self() -> None:
+    # J restarted (same address, same id) before the ring noticed it was gone: the seed
+    # still points a lookup for J's successor at J. J asks again, avoiding itself, and
+    # joins (before, it took its own empty tables' word, failed, and retried the same
+    # way forever, while the ring routed through it and it dropped everything).
+    j = make_node(J)
+    j.join(0.0, [C.addr])
+    assert sends(j.drain_effects()) == [(C.addr, FindSuccessor(1, J.id + 1))]
+    j.on_message(0.1, C.addr, Found(1, False, J))
+    assert sends(j.drain_effects()) == [(C.addr, FindSuccessor(2, J.id + 1, (J.addr,)))]
+    j.on_message(0.2, C.addr, Found(2, True, B))
+    assert sends(j.drain_effects()) == [(B.addr, FindSuccessor(3, J.id + 1, (J.addr,),
+                                                               owner_check=True))]
+    j.on_message(0.3, B.addr, Found(3, True, B))
+    assert j.joined and j.successor() == B
+
+
 def test_a_failed_join_is_retried_through_the_next_seed() -> None:
     j = make_node(J, join_retry=2.0)
     j.join(0.0, [C.addr, D.addr])

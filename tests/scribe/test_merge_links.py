@@ -335,22 +335,80 @@ def test_a_copy_missing_from_their_log_follows_the_event_that_names_it() -> None
         mine, 3, (*theirs, ev("b2", 8, "a1")), 8).follow] == [("b0", 5), ("b2", 8)]
 
 
-@pytest.mark.parametrize("counter", [4, 5])
-def test_a_replica_that_takes_over_short_of_the_counter_asks_the_others(counter: int) -> None:
-    # The former root numbered up to ``counter``; this replica's copies end at 4. With
-    # one missing (the root failed before it came), the node asks its replicas for what
-    # they hold past its log before it numbers (a merge's moved copy there was
-    # acknowledged under its old number, which the tree passed).
+FOUR = chain("ff", "a0", "a1", "a2")
+
+
+@pytest.mark.parametrize(("copies", "counter", "asks"), [
+    (FOUR, 4, False),
+    (FOUR, 5, True),  # the copy at 5 is missing
+    ((*FOUR[:2], FOUR[3]), 4, True),  # a2 names a1, which never came
+    ((FOUR[0], *FOUR[2:]), 4, True),  # a1 names a0, which never came
+    (FOUR[2:], 4, False),  # copies from 3 on: what came before is not this log's
+])
+def test_a_replica_that_takes_over_lacking_copies_asks_the_others(
+        copies: tuple[EventBody, ...], counter: int, asks: bool) -> None:
+    # The former root numbered up to ``counter``. When copies it made never reached this
+    # replica (the root failed first), the node asks its replicas for what they hold
+    # past its log before it numbers: a merge's moved copy among them was acknowledged
+    # under its old number, which the tree passed.
     app, host = make(160, root=True, config=CONFIG)
     host.replicas = [ref(170), ref(180)]
-    app.on_direct(1.0, "n150", ReplicaSync(TOPIC, counter, ref(150), chain("ff", "a0", "a1",
-                                                                          "a2")))
+    app.on_direct(1.0, "n150", ReplicaSync(TOPIC, counter, ref(150), copies))
     host.clear()
     app.deliver(2.0, MID, join(101, ""), 1)  # the key is this node's: it numbers now
-    asked = [dest for dest, _ in host.sent_of(Restore)]
-    if counter == 5:
-        assert asked == ["n170", "n180"]
-        assert host.sent_of(Restore)[0][1] == Restore(TOPIC, ref(160), 4)
-        assert TOPIC in app.state.recovering
-    else:
-        assert asked == []
+    asked = host.sent_of(Restore)
+    assert [dest for dest, _ in asked] == (["n170", "n180"] if asks else [])
+    assert (TOPIC in app.state.recovering) == asks
+    if asks:
+        log = app.publishing.retention.log(TOPIC)
+        assert log is not None
+        assert asked[0][1] == Restore(TOPIC, ref(160), log.contiguous_through())
+
+
+def test_an_event_both_roots_numbered_moves_where_their_log_holds_another_at_its_number() -> None:
+    # A publish retried to each root (b7, bd): this root numbered them 2, 3, where the
+    # other root's members passed a0, a1; that root had not released its own copies (at
+    # 4, 5) when it handed its log over. Left at 2 and 3 they would reach nobody there.
+    mine = log_of(*chain("bf", "b7", "bd"))
+    theirs = chain("a3", "a0", "a1", "b7", "bd")
+    plan = plan_merge(mine, 3, theirs, 5)
+    assert plan.fork == 1
+    assert sorted(b.msg_id for b in plan.moving) == ["a0", "a1", "a3", "b7", "bd", "bf"]
+    assert [b.msg_id for b in plan.ours] == ["bf", "b7", "bd"]
+    # Where their log holds the same event at this root's number, it stays.
+    shared = plan_merge(log_of(*chain("bf", "b7")), 2, chain("a3", "b7"), 2)
+    assert sorted(b.msg_id for b in shared.moving) == ["a3", "bf"]
+
+
+def test_events_their_root_numbered_past_without_their_copies_move() -> None:
+    # Their log lacks 2 and 3 between ff and a2, and a2 there names a1: their root
+    # numbered past a0, a1 without their copies (a root that took over from a replica
+    # that never got them), so its tree passed 2 and 3 without them. They move after
+    # both counters; b0 fills its number.
+    mine = log_of(*chain("ff", "a0", "a1", "a2"))
+    theirs = (ev("ff", 1), *chain("a2", "b0", first=4, before="a1"))
+    plan = plan_merge(mine, 4, theirs, 5)
+    assert plan.fork == 2 and [b.msg_id for b in plan.ours] == ["a0", "a1"]
+    assert moved(plan) == [("a0", 6), ("a1", 7)]
+    assert [(b.msg_id, b.seq) for b in plan.fill] == [("b0", 5)]
+    # Below the first event their log holds, it may have trimmed them: nothing moves.
+    trimmed = plan_merge(mine, 4, theirs[1:], 5)
+    assert trimmed.moving == () and trimmed.fork is None
+
+
+def test_events_released_after_the_root_handed_over_do_not_go_down_from_it() -> None:
+    # ee waits for its replicas when the key moves away; their confirmations come after
+    # the handover. ee went with the log: the new root sends it down. Sent from here, it
+    # would move this (now) member's position past what the new root holds before it.
+    app, host = root_with_replicas()
+    app.publish(4.0, TOPIC, {}, msg_id="ee", reliable=True)
+    host.clear()
+    host.responsible_for.clear()
+    app.update(4.5, ref(200), True)
+    [(_, handover)] = host.routed
+    assert isinstance(handover, RootHandover)
+    assert [e.msg_id for e in handover.events] == ["aa", "dd", "ee"]
+    host.clear()
+    for replica in (160, 170):
+        app.on_direct(5.0, f"n{replica}", ReplicateAck(TOPIC, "ee", 3, ref(replica)))
+    assert host.sent_copies() == [] and host.delivered == []
