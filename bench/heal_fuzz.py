@@ -53,8 +53,7 @@ def main() -> None:
     for seed in seeds:
         crashed: str | None = None
         if args.mode == "restarts":
-            world, subscribers, _ = restarts_under_load(seed)
-            problems = restarts_problems(world, subscribers)
+            problems = restarts_problems(restarts_under_load(seed))
             if problems:
                 bad += 1
                 print(f"seed {seed}: {'; '.join(problems)}", flush=True)
