@@ -277,3 +277,18 @@ def expected_receivers(pubs: DataFrame, checked_subs: DataFrame) -> DataFrame:
     return _pairs(events, valid, on_filter=True).select(
         *_pair_columns(F.col("p.match_error").alias("match_error"))
     )
+
+
+def subscription_counts(checked_subs: DataFrame) -> DataFrame:
+    """One row: ``subscriptions`` and ``bad_filters`` (those whose filter does not parse)
+    of :func:`check_filters`' output."""
+    return checked_subs.agg(
+        F.count(F.lit(1)).alias("subscriptions"),
+        F.count_if(F.col("filter_error").isNotNull()).alias("bad_filters"),
+    )
+
+
+def match_error_count(expected: DataFrame) -> DataFrame:
+    """One row: ``match_errors``, the (event, subscription) pairs of
+    :func:`expected_receivers` whose filter failed to evaluate."""
+    return expected.agg(F.count_if(F.col("match_error").isNotNull()).alias("match_errors"))

@@ -172,11 +172,13 @@ def test_filters_decide_and_bad_filters_match_nothing(spark: SparkSession) -> No
     )
     subs = expected.check_filters(expected.subscriptions(records))
     assert [r["node"] for r in subs.filter("filter_error is not null").collect()] == ["c"]
+    assert_df_equal(expected.subscription_counts(subs), [(4, 1)], check_schema=False)
     exp = expected.expected_receivers(expected.publishes(records), subs)
     assert_df_equal(
         exp.select("msg_id", "node", "match_error"),
         [("m1", "a", None), ("m1", "b", None), ("m1", "d", None)],
     )
+    assert_df_equal(expected.match_error_count(exp), [(0,)])
 
 
 def test_each_distinct_filter_is_judged_once_per_event(spark: SparkSession) -> None:
@@ -222,3 +224,4 @@ def test_attrs_that_fail_to_decode_count_once_per_pair(spark: SparkSession) -> N
     rows = exp.select("node", "match_error").collect()
     assert sorted(r["node"] for r in rows) == ["a", "b"]
     assert all(r["match_error"] for r in rows)
+    assert_df_equal(expected.match_error_count(exp), [(2,)])
