@@ -70,8 +70,8 @@ def tree_members(records: DataFrame, last_event: DataFrame | None = None) -> Dat
     """
     if last_event is None:
         last_event = last_event_per_topic(records)
-    # Tiny (one row per topic) and used twice: computed once, kept on the driver side.
-    last_event = last_event.localCheckpoint()
+    # Tiny (one row per topic) and used twice in this one plan: Spark reuses the
+    # exchange that makes it (a localCheckpoint here cost a query and two jobs).
     trees = tree_records_in_use(records, Ev.TREE, last_event)
     latest = trees.groupBy("topic", "node").agg(
         F.max_by(F.struct("parent", "role"), order_key()).alias("s"),

@@ -84,6 +84,37 @@ def test_active_subscriptions_at_publish_time(spark: SparkSession) -> None:
     )
 
 
+def test_each_subscription_ends_at_its_next_unsubscribe(spark: SparkSession) -> None:
+    same_place = {"src_row": 90}  # two records of one node at one place in its order
+    records = records_df(
+        spark,
+        [
+            unsub(0.5, "a", 1),  # before any subscribe: ends nothing
+            sub(1.0, "a", 1),
+            unsub(2.0, "a", 1),
+            unsub(2.5, "a", 1),  # a second unsubscribe: the first one ended it
+            sub(3.0, "a", 1),  # the same id again: a subscription of its own
+            unsub(4.0, "a", 1),
+            sub(5.0, "a", 1),  # never unsubscribed
+            sub(1.0, "b", 1),
+            unsub(1.0, "b", 2),  # another sub id
+            sub(6.0, "c", 1) | same_place,
+            unsub(6.0, "c", 1) | same_place,  # not after the subscribe
+            unsub(7.0, "c", 1),
+        ],
+    )
+    assert_df_equal(
+        expected.subscriptions(records).select("node", "start_ts", "end_ts", "end_at.src_row"),
+        [
+            ("a", 1.0, 2.0, 2),
+            ("a", 3.0, 4.0, 5),
+            ("a", 5.0, None, None),
+            ("b", 1.0, None, None),
+            ("c", 6.0, 7.0, 11),
+        ],
+    )
+
+
 def test_outcomes_duplicates_and_false_deliveries(spark: SparkSession) -> None:
     records = records_df(
         spark,
