@@ -91,22 +91,10 @@ def subscriptions(records: DataFrame) -> DataFrame:
         .orderBy(F.col("_at"), F.col("start_at").isNotNull())
         .rowsBetween(1, Window.unboundedFollowing)
     )
-    ended = both.select(
-        "node",
-        "sub",
-        "topic",
-        "filter",
-        "start_ts",
-        "start_at",
-        F.first("_end", ignorenulls=True).over(after).alias("e"),
-    )
+    started = subs.columns
+    ended = both.select(*started, F.first("_end", ignorenulls=True).over(after).alias("e"))
     return ended.filter(F.col("start_at").isNotNull()).select(
-        "node",
-        "sub",
-        "topic",
-        "filter",
-        "start_ts",
-        "start_at",
+        *started,
         F.col("e.end_ts").alias("end_ts"),
         F.col("e.end_at").alias("end_at"),
     )
