@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from spark_analysis import consumers, cost, delivery, expected, gossip, latency, recovery, trees
 from spark_analysis.load import LoadResult, load_traces
 from spark_analysis.location import OutDir
-from spark_analysis.stats import rows_by_scope
+from spark_analysis.stats import collect_results, scoped
 from spark_analysis.summary import Collected, ConsumerRows, Rows, build_summary, summary_text
 
 STEPS = (
@@ -75,8 +75,12 @@ class AnalysisResult:
 
 
 def _first_row(df: DataFrame) -> dict[str, Any]:
-    rows = df.collect()
-    return rows[0].asDict() if rows else {}
+    return _only([row.asDict() for row in df.collect()])
+
+
+def _only(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The one row of a one-row result ({} when it has none)."""
+    return rows[0] if rows else {}
 
 
 def _write_table(df: DataFrame, out: OutDir, name: str) -> None:
@@ -119,18 +123,17 @@ class _Steps:
     """The metric steps after loading, as chains run side by side.
 
     One Spark job rarely keeps both cores busy (small tasks, the driver planning between
-    jobs), so four chains share the executor: trees, then recovery, then durable
-    consumers (which need the published events); expected receivers,
-    then the deliveries against them; cost, then gossip (which needs the published
-    events); latency (which needs the deliveries). What one chain needs from another comes
-    through a Future. Each fills in its own fields; ``persisted`` are unpersisted once
-    all are done.
+    jobs), so three chains share the executor: trees, then recovery, then durable
+    consumers (which need the published events); expected receivers, the deliveries
+    against them and their latency; cost, then gossip (which needs the published
+    events). What one chain needs from another comes through a Future. Each chain
+    collects its small results together, in one query (``stats.collect_results``), and
+    fills in its own fields; ``persisted`` are unpersisted once all are done.
     """
 
     def __init__(self, loaded: LoadResult, out: OutDir, step: Callable[[str], None]) -> None:
         self.loaded, self.out, self.step = loaded, out, step
         self.pubs: Future[DataFrame] = Future()
-        self.outcomes: Future[DataFrame] = Future()
         self.persisted: list[DataFrame] = []
         self.results = _Results()
         self.records = loaded.records
@@ -146,26 +149,24 @@ class _Steps:
         last_event = trees.last_event_from_tally(self.tally)
         depths = self.keep(trees.tree_depths(trees.tree_members(self.records, last_event)))
         _write_table(depths, self.out, "tree_depths")
-        self.results.depth_hist = rows_by_scope(trees.depth_histogram(depths))
-        self.recovery()
+        results = {"depth_hist": trees.depth_histogram(depths)}
+        self.step(STEPS[7])
+        if not self.absent(recovery.RECOVERY_EVS):
+            starts = recovery.recovery_starts(self.records)
+            results["recovery_nodes"] = recovery.node_recovery(starts)
+            results["recovery_dropped"] = recovery.dropped_by_reason(self.records)
+        got = collect_results(results)
+        r = self.results
+        r.depth_hist = scoped(got["depth_hist"])
+        r.recovery_nodes = got.get("recovery_nodes", [])
+        r.recovery_dropped = got.get("recovery_dropped", [])
+        self.durable_consumers()
 
     def absent(self, evs: tuple[str, ...]) -> bool:
         """No record of any type in ``evs`` was loaded: a step over them has nothing to
         read, and its empty results need no Spark job (most runs have no recovery and
         no durable consumers)."""
         return self.loaded.record_types.isdisjoint(evs)
-
-    def recovery(self) -> None:
-        self.step(STEPS[7])
-        r = self.results
-        r.recovery_nodes, r.recovery_dropped = [], []
-        if not self.absent(recovery.RECOVERY_EVS):
-            starts = recovery.recovery_starts(self.records)
-            r.recovery_nodes = [row.asDict() for row in recovery.node_recovery(starts).collect()]
-            r.recovery_dropped = [
-                row.asDict() for row in recovery.dropped_by_reason(self.records).collect()
-            ]
-        self.durable_consumers()
 
     def durable_consumers(self) -> None:
         self.step(STEPS[8])
@@ -207,17 +208,8 @@ class _Steps:
         pubs = self.keep(expected.publishes(self.records))
         self.pubs.set_result(pubs)
         subs = self.keep(expected.check_filters(expected.subscriptions(self.records)))
-        sub_counts = _first_row(
-            subs.agg(
-                F.count(F.lit(1)).alias("subscriptions"),
-                F.count_if(F.col("filter_error").isNotNull()).alias("bad_filters"),
-            )
-        )
-        matched = expected.expected_receivers(pubs, subs).persist(StorageLevel.MEMORY_AND_DISK)
-        r = self.results
-        r.match_errors = matched.filter(F.col("match_error").isNotNull()).count()
-        r.bad_filters = int(sub_counts.get("bad_filters") or 0)
-        r.subscriptions = int(sub_counts.get("subscriptions") or 0)
+        # Read twice: for the pairs whose filter failed, and for the expected deliveries.
+        matched = self.keep(expected.expected_receivers(pubs, subs))
         expected_rows = matched.filter(F.col("match_error").isNull())
 
         self.step(STEPS[3])
@@ -225,50 +217,68 @@ class _Steps:
         # Kept without the node and sub (no step reads them after the join): two
         # fewer columns to copy into the cache saved 0.6 s of CPU at 10M records.
         outcomes = self.keep(delivery.delivery_outcomes(expected_rows, keys).drop("node", "sub"))
-        r.deliveries = rows_by_scope(delivery.delivery_counts(outcomes))
-        self.outcomes.set_result(outcomes)
-        matched.unpersist()
-        r.reach = rows_by_scope(delivery.reach_shares(delivery.per_event(outcomes)))
-        r.hops_hist = rows_by_scope(delivery.hop_histogram(outcomes))
-        r.published = rows_by_scope(delivery.published_counts(pubs))
 
-    def latency(self) -> None:
-        outcomes = self.outcomes.result()
         self.step(STEPS[4])
-        self.results.latency = rows_by_scope(latency.latency_percentiles(outcomes))
+        got = collect_results(
+            {
+                "subscriptions": expected.subscription_counts(subs),
+                "match_errors": expected.match_error_count(matched),
+                "deliveries": delivery.delivery_counts(outcomes),
+                "reach": delivery.reach_shares(delivery.per_event(outcomes)),
+                "hops": delivery.hop_histogram(outcomes),
+                "published": delivery.published_counts(pubs),
+                "latency": latency.latency_percentiles(outcomes),
+            }
+        )
+        r = self.results
+        sub_counts = _only(got["subscriptions"])
+        r.bad_filters = int(sub_counts.get("bad_filters") or 0)
+        r.subscriptions = int(sub_counts.get("subscriptions") or 0)
+        r.match_errors = int(_only(got["match_errors"]).get("match_errors") or 0)
+        r.deliveries = scoped(got["deliveries"])
+        r.reach = scoped(got["reach"])
+        r.hops_hist = scoped(got["hops"])
+        r.published = scoped(got["published"])
+        r.latency = scoped(got["latency"])
 
     def cost_and_gossip(self) -> None:
         self.step(STEPS[5])
         tally = self.tally
         stress_df = self.keep(cost.node_stress(self.records, tally))
         _write_table(stress_df, self.out, "node_stress")
-        r = self.results
-        r.stress = _first_row(cost.stress_stats(stress_df))
-        looks = cost.lookup_histogram(cost.lookups(self.records)).collect()
-        r.lookup_hist = [row.asDict() for row in looks]
-        r.node_stress = [
-            row.asDict() for row in stress_df.select("forwards", "peak_children").collect()
-        ]
-        r.modes = {row["mode"]: row["nodes"] for row in cost.node_modes(self.records).collect()}
 
         self.step(STEPS[6])
-        r.counts = rows_by_scope(gossip.record_counts(self.records, tally))
         pubs, nodes = self.pubs.result(), stress_df.select("node")
-        reach = gossip.event_reach(self.records, pubs, nodes)
-        r.coverage = rows_by_scope(gossip.coverage_stats(reach))
+        got = collect_results(
+            {
+                "stress": cost.stress_stats(stress_df),
+                "node_stress": stress_df.select("forwards", "peak_children"),
+                "lookups": cost.lookup_histogram(cost.lookups(self.records)),
+                "modes": cost.node_modes(self.records),
+                "counts": gossip.record_counts(self.records, tally),
+                "coverage": gossip.coverage_stats(gossip.event_reach(self.records, pubs, nodes)),
+            }
+        )
+        r = self.results
+        r.stress = _only(got["stress"])
+        r.node_stress = got["node_stress"]
+        r.lookup_hist = got["lookups"]
+        r.modes = {row["mode"]: row["nodes"] for row in got["modes"]}
+        r.counts = scoped(got["counts"])
+        r.coverage = scoped(got["coverage"])
 
     def _chain(self, chain: Callable[[], None]) -> None:
         try:
             chain()
         except BaseException:
             # Whoever waits for what this chain would have made must not wait forever.
-            for future in (self.pubs, self.outcomes):
+            for future in (self.pubs,):
                 if not future.done():
                     future.set_exception(_UpstreamFailed())
             raise
 
     def run(self) -> _Results:
-        chains = (self.deliveries, self.cost_and_gossip, self.trees, self.latency)
+        chains = (self.deliveries, self.cost_and_gossip, self.trees)
         try:
             with ThreadPoolExecutor(len(chains), thread_name_prefix="analysis") as pool:
                 ran = [pool.submit(self._chain, chain) for chain in chains]

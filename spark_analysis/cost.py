@@ -7,28 +7,18 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from spark_analysis.load import of_type
-from spark_analysis.schema import ORDER_COLUMNS, TALLY_DETAIL, TALLY_KEYS, Ev, order_key
+from spark_analysis.schema import ORDER_COLUMNS, TALLY_DETAIL, TALLY_KEYS, Ev
 
 
-def children_at_end(records: DataFrame) -> DataFrame:
-    """(node, children): children a node has at the end, over all its topic trees.
-
-    A (topic, child) counts when the node's latest ``child`` record for it is an add.
-    """
-    child = of_type(records, Ev.CHILD).filter(
-        F.col("topic").isNotNull() & F.col("child").isNotNull()
-    )
-    latest = child.groupBy("node", "topic", "child").agg(F.max_by("op", order_key()).alias("op"))
-    return latest.groupBy("node").agg(F.count_if(F.col("op") == "add").alias("children"))
-
-
-def peak_children(records: DataFrame) -> DataFrame:
-    """(node, peak_children): the most children a node had at once, over all its topic
-    trees. After a graceful stop every node ends with none, so the load a node carried
-    is its peak, not its count at the end.
+def child_load(records: DataFrame) -> DataFrame:
+    """(node, children, peak_children): the children a node has at the end and the
+    most it had at once, over all its topic trees, in one pass over the ``child``
+    records. After a graceful stop every node ends with none, so the load a node
+    carried is its peak, not its count at the end.
 
     A (topic, child) is held from an ``add`` until the next ``remove`` of it; a
-    repeated ``add`` (or ``remove``) changes nothing.
+    repeated ``add`` (or ``remove``) changes nothing. It counts at the end when its
+    latest ``child`` record is an add. Nodes without a ``child`` record have no row.
     """
     child = of_type(records, Ev.CHILD).filter(
         F.col("topic").isNotNull() & F.col("child").isNotNull()
@@ -36,14 +26,24 @@ def peak_children(records: DataFrame) -> DataFrame:
     per_child = Window.partitionBy("node", "topic", "child").orderBy(*ORDER_COLUMNS)
     holds = F.coalesce(F.col("op") == "add", F.lit(False)).cast("int")
     held_before = F.coalesce(F.lag(holds).over(per_child), F.lit(0))
-    change = child.select("node", *ORDER_COLUMNS, (holds - held_before).alias("change"))
+    # The (topic, child)'s latest record: nothing follows it in its window.
+    last = F.lead(F.lit(1)).over(per_child).isNull().cast("int")
+    change = child.select(
+        "node",
+        *ORDER_COLUMNS,
+        (holds - held_before).alias("change"),
+        (last * holds).alias("held_at_end"),
+    )
     so_far = (
         Window.partitionBy("node")
         .orderBy(*ORDER_COLUMNS)
         .rowsBetween(Window.unboundedPreceding, Window.currentRow)
     )
-    held = change.select("node", F.sum("change").over(so_far).alias("held"))
-    return held.groupBy("node").agg(F.max("held").cast("long").alias("peak_children"))
+    held = change.select("node", "held_at_end", F.sum("change").over(so_far).alias("held"))
+    return held.groupBy("node").agg(
+        F.sum("held_at_end").cast("long").alias("children"),
+        F.max("held").cast("long").alias("peak_children"),
+    )
 
 
 def node_modes(records: DataFrame) -> DataFrame:
@@ -92,10 +92,8 @@ def node_stress(records: DataFrame, tally: DataFrame | None = None) -> DataFrame
     per_ev = counts.groupBy("node").agg(
         of(Ev.FORWARD, "forwards"), of(Ev.RECV, "recvs"), of(Ev.DELIVER, "delivers")
     )
-    return (
-        per_ev.join(children_at_end(records), "node", "left")
-        .join(peak_children(records), "node", "left")
-        .na.fill(0, ["children", "peak_children"])
+    return per_ev.join(child_load(records), "node", "left").na.fill(
+        0, ["children", "peak_children"]
     )
 
 

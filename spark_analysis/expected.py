@@ -17,22 +17,13 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.window import Window
 
 from spark_analysis.load import of_type
 from spark_analysis.schema import Ev, order_key
 
 MISSING_FILTER = "subscribe record has no filter"
 
-VERDICT_SCHEMA = T.StructType(
-    [
-        T.StructField("msg_id", T.StringType()),
-        T.StructField("filter", T.StringType()),
-        T.StructField("match_error", T.StringType()),
-    ]
-)
-FILTER_STATUS_SCHEMA = T.StructType(
-    [T.StructField("filter", T.StringType()), T.StructField("filter_error", T.StringType())]
-)
 
 
 def publishes(records: DataFrame) -> DataFrame:
@@ -61,6 +52,13 @@ def subscriptions(records: DataFrame) -> DataFrame:
     A subscription ends at the first ``unsubscribe`` of the same (node, sub) written
     after its ``subscribe``; without one it is active until the end of the trace (a
     crash is a failure to deliver, not an unsubscription).
+
+    One window over each (node, sub)'s subscribe and unsubscribe records in the order
+    they were written finds each subscribe's next unsubscribe: one shuffle, where
+    joining every subscribe with every unsubscribe of its (node, sub), keeping the
+    earliest later one and joining that back took three. An unsubscribe written at the
+    same place in the order as a subscribe is not after it: at equal order, the
+    unsubscribes sort first.
     """
     subs = (
         of_type(records, Ev.SUBSCRIBE)
@@ -77,27 +75,35 @@ def subscriptions(records: DataFrame) -> DataFrame:
     unsubs = (
         of_type(records, Ev.UNSUBSCRIBE)
         .filter(F.col("sub").isNotNull())
-        .select("node", "sub", F.col("ts").alias("end_ts"), order_key().alias("end_at"))
+        .select(
+            "node",
+            "sub",
+            F.struct(F.col("ts").alias("end_ts"), order_key().alias("end_at")).alias("_end"),
+        )
     )
-    paired = subs.join(unsubs, ["node", "sub"], "left").filter(
-        F.col("end_at").isNull() | (F.col("end_at") > F.col("start_at"))
+    # Each side's columns the other lacks are null in its rows.
+    both = subs.unionByName(unsubs, allowMissingColumns=True).withColumn(
+        "_at", F.coalesce(F.col("start_at"), F.col("_end.end_at"))
     )
-    ends = paired.groupBy("node", "sub", "start_at").agg(
-        F.min_by(F.struct("end_ts", "end_at"), "end_at").alias("e")
+    # Unsubscribes (start_at null) first among records at the same place in the order.
+    after = (
+        Window.partitionBy("node", "sub")
+        .orderBy(F.col("_at"), F.col("start_at").isNotNull())
+        .rowsBetween(1, Window.unboundedFollowing)
     )
-    return subs.join(ends, ["node", "sub", "start_at"], "left").select(
-        "node",
-        "sub",
-        "topic",
-        "filter",
-        "start_ts",
-        "start_at",
+    started = subs.columns
+    ended = both.select(*started, F.first("_end", ignorenulls=True).over(after).alias("e"))
+    return ended.filter(F.col("start_at").isNotNull()).select(
+        *started,
         F.col("e.end_ts").alias("end_ts"),
         F.col("e.end_at").alias("end_at"),
     )
 
 
 def _filter_status(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow: subscriptions -> the same plus ``filter_error``; each filter text is
+    parsed once per worker."""
+    errors_of: dict[str, str | None] = {}
     for batch in batches:
         errors: list[str | None] = []
         for text in batch.column("filter").to_pylist():
@@ -106,11 +112,10 @@ def _filter_status(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch
             elif text == "":
                 errors.append(None)  # matches everything; no parser needed
             else:
-                errors.append(_parse_error(text))
-        yield pa.RecordBatch.from_arrays(
-            [batch.column("filter"), pa.array(errors, pa.string())],
-            names=["filter", "filter_error"],
-        )
+                if text not in errors_of:
+                    errors_of[text] = _parse_error(text)
+                errors.append(errors_of[text])
+        yield batch.append_column("filter_error", pa.array(errors, pa.string()))
 
 
 def _parse_error(text: str) -> str | None:
@@ -128,14 +133,13 @@ def _parse_error(text: str) -> str | None:
 def check_filters(subs: DataFrame) -> DataFrame:
     """``subs`` plus ``filter_error`` (null when the filter parses).
 
-    Each distinct filter text is parsed once; the texts are few next to the events.
+    Subscriptions are few (a run has hundreds), so they pass through a Python worker
+    whole, which parses each distinct filter text once: no distinct texts to shuffle
+    and join back.
     """
-    texts = subs.select("filter").distinct()
     # Arrow batches, not pandas: the worker never imports pandas for a few strings.
-    status = texts.mapInArrow(_filter_status, FILTER_STATUS_SCHEMA)
-    return subs.join(status, subs["filter"].eqNullSafe(status["filter"]), "left").drop(
-        status["filter"]
-    )
+    out = T.StructType([*subs.schema.fields, T.StructField("filter_error", T.StringType())])
+    return subs.mapInArrow(_filter_status, out)
 
 
 def active_at_publish(sub: str = "s", pub: str = "p") -> Column:
@@ -195,8 +199,9 @@ def _decode_attrs(text: str | None) -> dict[str, Any]:
 
 
 def _verdict_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """(msg_id, filter, match_error) of the (event, filter) rows whose filter matches
-    the event's attrs (error null) or failed to evaluate (error set); others dropped.
+    """(event, filter) rows -> those whose filter matches the event's attrs (error
+    null) or failed to evaluate (error set), without ``attrs``, plus ``match_error``;
+    others dropped.
 
     Each filter text is parsed once per worker, each attrs text decoded once per batch.
     """
@@ -204,7 +209,6 @@ def _verdict_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBat
 
     parsed: dict[str, Any] = {}
     for batch in batches:
-        msg_ids = batch.column("msg_id")
         filters = batch.column("filter").to_pylist()
         attrs_texts = batch.column("attrs").to_pylist()
         decoded: dict[str | None, dict[str, Any] | Exception] = {}
@@ -230,35 +234,39 @@ def _verdict_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBat
             except Exception as exc:  # matching promises none; count it, do not stop
                 keep.append(i)
                 errors.append(f"{type(exc).__name__}: {exc}")
-        picked = pa.array(keep, type=pa.int64())
-        columns = [msg_ids.take(picked), batch.column("filter").take(picked)]
-        yield pa.RecordBatch.from_arrays(
-            [*columns, pa.array(errors, pa.string())], names=["msg_id", "filter", "match_error"]
-        )
+        kept = batch.drop_columns(["attrs"]).take(pa.array(keep, type=pa.int64()))
+        yield kept.append_column("match_error", pa.array(errors, pa.string()))
 
 
-def filter_verdicts(pubs: DataFrame, subs: DataFrame) -> DataFrame:
-    """(msg_id, filter, match_error) for each event and each distinct filter of its
-    topic's subscriptions that matches the event's attrs (``match_error`` null) or
-    failed to evaluate on them (``match_error`` set).
+def judged_events(pubs: DataFrame, subs: DataFrame) -> DataFrame:
+    """:func:`publishes`' events without ``attrs``, plus ``filter`` and
+    ``match_error``: a row for each distinct filter of the event's topic's
+    subscriptions that matches the event's attrs (``match_error`` null) or failed to
+    evaluate on them (``match_error`` set).
 
     Many subscriptions share a filter text, so evaluating each distinct filter once per
     event, rather than once per (event, subscription) pair, sends several times fewer
     rows through the Python workers. The empty filter matches everything without a
-    trip to Python. ``subs`` must only carry filters that parse (see
+    trip to Python. Each row carries its event's columns, so no join by ``msg_id``
+    brings them back. ``subs`` must only carry filters that parse (see
     :func:`check_filters`).
     """
     filters = subs.select("topic", "filter").distinct()
-    per_event = pubs.select("topic", "msg_id", "attrs").join(F.broadcast(filters), "topic")
+    per_event = pubs.join(F.broadcast(filters), "topic")
+    judged = [f for f in per_event.schema.fields if f.name != "attrs"]
+    match_error = T.StructField("match_error", T.StringType())
     match_all = per_event.filter(F.col("filter") == "").select(
-        "msg_id", "filter", F.lit(None).cast("string").alias("match_error")
+        *(f.name for f in judged), F.lit(None).cast("string").alias("match_error")
     )
-    evaluated = (
-        per_event.filter(F.col("filter") != "")
-        .select("msg_id", "filter", "attrs")
-        .mapInArrow(_verdict_batches, VERDICT_SCHEMA)
+    evaluated = per_event.filter(F.col("filter") != "").mapInArrow(
+        _verdict_batches, T.StructType([*judged, match_error])
     )
     return match_all.unionByName(evaluated)
+
+
+def filter_verdicts(pubs: DataFrame, subs: DataFrame) -> DataFrame:
+    """(msg_id, filter, match_error) of :func:`judged_events`."""
+    return judged_events(pubs, subs).select("msg_id", "filter", "match_error")
 
 
 def expected_receivers(pubs: DataFrame, checked_subs: DataFrame) -> DataFrame:
@@ -273,7 +281,21 @@ def expected_receivers(pubs: DataFrame, checked_subs: DataFrame) -> DataFrame:
     the publish, so (event, subscription) pairs are only ever built for matches.
     """
     valid = checked_subs.filter(F.col("filter_error").isNull())
-    events = pubs.join(filter_verdicts(pubs, valid), "msg_id")
-    return _pairs(events, valid, on_filter=True).select(
+    return _pairs(judged_events(pubs, valid), valid, on_filter=True).select(
         *_pair_columns(F.col("p.match_error").alias("match_error"))
     )
+
+
+def subscription_counts(checked_subs: DataFrame) -> DataFrame:
+    """One row: ``subscriptions`` and ``bad_filters`` (those whose filter does not parse)
+    of :func:`check_filters`' output."""
+    return checked_subs.agg(
+        F.count(F.lit(1)).alias("subscriptions"),
+        F.count_if(F.col("filter_error").isNotNull()).alias("bad_filters"),
+    )
+
+
+def match_error_count(expected: DataFrame) -> DataFrame:
+    """One row: ``match_errors``, the (event, subscription) pairs of
+    :func:`expected_receivers` whose filter failed to evaluate."""
+    return expected.agg(F.count_if(F.col("match_error").isNotNull()).alias("match_errors"))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from functools import reduce
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -125,11 +127,12 @@ def _ranked_scope(
     )
 
 
-def rows_by_scope(df: DataFrame) -> dict[str | None, list[dict[str, object]]]:
-    """Collect a small per-topic/overall result: topic (None = overall) -> rows."""
-    out: dict[str | None, list[dict[str, object]]] = {}
-    for row in df.collect():
-        d = row.asDict()
+def scoped(rows: Iterable[dict[str, Any]]) -> dict[str | None, list[dict[str, Any]]]:
+    """Rows of a per-topic/overall result (:func:`per_topic_and_overall`) by scope:
+    topic (None = overall) -> rows without ``topic`` and ``overall``."""
+    out: dict[str | None, list[dict[str, Any]]] = {}
+    for row in rows:
+        d = dict(row)
         overall = d.pop(OVERALL)
         scope = d.pop(TOPIC)
         if not overall and scope is None:
@@ -137,3 +140,45 @@ def rows_by_scope(df: DataFrame) -> dict[str | None, list[dict[str, object]]]:
         scope = None if overall else scope
         out.setdefault(scope, []).append(d)
     return out
+
+
+def rows_by_scope(df: DataFrame) -> dict[str | None, list[dict[str, Any]]]:
+    """Collect a small per-topic/overall result: topic (None = overall) -> rows."""
+    return scoped(row.asDict() for row in df.collect())
+
+
+# The name of the result a row of :func:`tagged_union` belongs to.
+RESULT = "_result"
+
+
+def tagged_union(results: Mapping[str, DataFrame]) -> DataFrame:
+    """Several small results as one frame, so that one query collects them all.
+
+    A row per row of each result: ``_result`` names its result, and a struct column
+    of that name holds its columns, with their types (null in the other results'
+    rows). Each query costs the driver its analysis, optimization, planning and code
+    generation, and a job per stage: the metric steps collected some twenty small
+    results one query at a time. :func:`untagged` splits the rows again.
+    """
+    if not results:
+        raise ValueError("tagged_union needs at least one result")
+    frames = [
+        df.select(F.lit(name).alias(RESULT), F.struct(*(df[c] for c in df.columns)).alias(name))
+        for name, df in results.items()
+    ]
+    return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
+
+
+def untagged(rows: Iterable[Row], names: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    """:func:`tagged_union`'s rows back as each named result's rows (as dicts), in the
+    order collected; a result without rows gets an empty list."""
+    out: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for row in rows:
+        name = row[RESULT]
+        out[name].append(row[name].asDict())
+    return out
+
+
+def collect_results(results: Mapping[str, DataFrame]) -> dict[str, list[dict[str, Any]]]:
+    """Collect several small results in one query (:func:`tagged_union`): name -> rows."""
+    return untagged(tagged_union(results).collect(), results)

@@ -70,8 +70,9 @@ def tree_members(records: DataFrame, last_event: DataFrame | None = None) -> Dat
     """
     if last_event is None:
         last_event = last_event_per_topic(records)
-    # Tiny (one row per topic) and used twice: computed once, kept on the driver side.
-    last_event = last_event.localCheckpoint()
+    # Tiny (one row per topic) and used twice in this plan; from the tally (a local
+    # relation of a few thousand rows) it costs less to aggregate twice than a query
+    # and two jobs of its own (a localCheckpoint here did that).
     trees = tree_records_in_use(records, Ev.TREE, last_event)
     latest = trees.groupBy("topic", "node").agg(
         F.max_by(F.struct("parent", "role"), order_key()).alias("s"),

@@ -56,11 +56,13 @@ def test_a_result_no_step_set_is_an_error_not_a_blank_in_the_summary(
 ) -> None:
     info = generate(tmp_path / "traces", Spec(seed=3, events=10, nodes=6, malformed=0))
 
-    def forgetful_latency(self: analysis._Steps) -> None:
-        self.outcomes.result()  # waits as the real step does, then sets nothing
+    def forgetful_trees(self: analysis._Steps) -> None:
+        self.pubs.result()  # waits for another chain, then sets nothing
 
-    monkeypatch.setattr(analysis._Steps, "latency", forgetful_latency)
-    with pytest.raises(RuntimeError, match="left latency unset"):
+    monkeypatch.setattr(analysis._Steps, "trees", forgetful_trees)
+    with pytest.raises(
+        RuntimeError, match="left depth_hist, recovery_nodes, recovery_dropped, consumers unset"
+    ):
         analysis.run_analysis(spark, str(info.out_dir), tmp_path / "out", report=False)
     assert not (tmp_path / "out" / "summary.json").exists()
     with pytest.raises(AttributeError):

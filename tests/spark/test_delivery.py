@@ -84,6 +84,37 @@ def test_active_subscriptions_at_publish_time(spark: SparkSession) -> None:
     )
 
 
+def test_each_subscription_ends_at_its_next_unsubscribe(spark: SparkSession) -> None:
+    same_place = {"src_row": 90}  # two records of one node at one place in its order
+    records = records_df(
+        spark,
+        [
+            unsub(0.5, "a", 1),  # before any subscribe: ends nothing
+            sub(1.0, "a", 1),
+            unsub(2.0, "a", 1),
+            unsub(2.5, "a", 1),  # a second unsubscribe: the first one ended it
+            sub(3.0, "a", 1),  # the same id again: a subscription of its own
+            unsub(4.0, "a", 1),
+            sub(5.0, "a", 1),  # never unsubscribed
+            sub(1.0, "b", 1),
+            unsub(1.0, "b", 2),  # another sub id
+            sub(6.0, "c", 1) | same_place,
+            unsub(6.0, "c", 1) | same_place,  # not after the subscribe
+            unsub(7.0, "c", 1),
+        ],
+    )
+    assert_df_equal(
+        expected.subscriptions(records).select("node", "start_ts", "end_ts", "end_at.src_row"),
+        [
+            ("a", 1.0, 2.0, 2),
+            ("a", 3.0, 4.0, 5),
+            ("a", 5.0, None, None),
+            ("b", 1.0, None, None),
+            ("c", 6.0, 7.0, 11),
+        ],
+    )
+
+
 def test_outcomes_duplicates_and_false_deliveries(spark: SparkSession) -> None:
     records = records_df(
         spark,
@@ -172,11 +203,13 @@ def test_filters_decide_and_bad_filters_match_nothing(spark: SparkSession) -> No
     )
     subs = expected.check_filters(expected.subscriptions(records))
     assert [r["node"] for r in subs.filter("filter_error is not null").collect()] == ["c"]
+    assert_df_equal(expected.subscription_counts(subs), [(4, 1)], check_schema=False)
     exp = expected.expected_receivers(expected.publishes(records), subs)
     assert_df_equal(
         exp.select("msg_id", "node", "match_error"),
         [("m1", "a", None), ("m1", "b", None), ("m1", "d", None)],
     )
+    assert_df_equal(expected.match_error_count(exp), [(0,)])
 
 
 def test_each_distinct_filter_is_judged_once_per_event(spark: SparkSession) -> None:
@@ -222,3 +255,4 @@ def test_attrs_that_fail_to_decode_count_once_per_pair(spark: SparkSession) -> N
     rows = exp.select("node", "match_error").collect()
     assert sorted(r["node"] for r in rows) == ["a", "b"]
     assert all(r["match_error"] for r in rows)
+    assert_df_equal(expected.match_error_count(exp), [(2,)])

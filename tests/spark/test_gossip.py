@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from spark_analysis.cost import node_stress, record_tally
+from spark_analysis.cost import child_load, node_stress, record_tally
 from spark_analysis.gossip import event_reach, record_counts
 from spark_analysis.stats import rows_by_scope
 from tests.spark.helpers import assert_df_equal, records_df, schema
@@ -120,6 +120,9 @@ def test_peak_children_counts_what_was_held_at_once(spark: SparkSession) -> None
         node_stress(records).select("node", "children", "peak_children"),
         [("a", 0, 3), ("b", 1, 1), ("c", 0, 0)],
     )
+    # c wrote no child record: child_load has no row for it, node_stress fills in 0.
+    assert_df_equal(child_load(records), [("a", 0, 3), ("b", 1, 1)], check_schema=False)
+    assert [f.dataType for f in child_load(records).schema.fields[1:]] == [T.LongType()] * 2
 
 
 def test_event_reach_counts_distinct_nodes_across_bit_words(spark: SparkSession) -> None:

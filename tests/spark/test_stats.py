@@ -10,7 +10,16 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spark_analysis.stats import nearest_rank, nearest_rank_rank, per_topic_and_overall
+from spark_analysis.stats import (
+    RESULT,
+    collect_results,
+    nearest_rank,
+    nearest_rank_rank,
+    per_topic_and_overall,
+    rows_by_scope,
+    scoped,
+    tagged_union,
+)
 from spark_analysis.summary import nearest_rank_in_histogram
 from tests.spark.helpers import assert_df_equal, schema
 
@@ -106,3 +115,34 @@ def test_nearest_rank_in_histogram_matches_expanded_list(permille: int) -> None:
     expanded = [float(v) for v, c in hist for _ in range(c)]
     assert nearest_rank_in_histogram(hist, permille) == brute_nearest_rank(expanded, permille)
     assert nearest_rank_in_histogram([], permille) is None
+
+
+def test_results_collected_together_keep_their_rows_and_types(spark: SparkSession) -> None:
+    df = spark.createDataFrame([("a", 1.0), ("a", 2.5), ("b", 5.0), (None, 1.0)], VALUES)
+    per_scope = per_topic_and_overall(df, [F.count(F.lit(1)).alias("n"), F.sum("v").alias("s")])
+    # Same column names with other types in another result: each keeps its own.
+    other = df.groupBy("topic").agg(F.max("v").cast("long").alias("n"))
+    empty = df.filter(F.col("v") > 100).select("v")
+    results = {"scoped": per_scope, "other": other, "empty": empty}
+    got = collect_results(results)
+    assert list(got) == ["scoped", "other", "empty"]
+    assert scoped(got["scoped"]) == rows_by_scope(per_scope)
+    assert sorted(got["other"], key=lambda r: r["topic"] or "") == [
+        {"topic": None, "n": 1},
+        {"topic": "a", "n": 2},
+        {"topic": "b", "n": 5},
+    ]
+    assert got["empty"] == []
+    union = tagged_union(results)
+    assert union.columns == [RESULT, "scoped", "other", "empty"]
+    for name, df in results.items():
+        fields = union.schema[name].dataType.fields
+        assert [(f.name, f.dataType) for f in fields] == [
+            (f.name, f.dataType) for f in df.schema.fields
+        ]
+    assert union.filter(F.col(RESULT) == "scoped").count() == per_scope.count()
+
+
+def test_no_results_to_collect_together_is_misuse(spark: SparkSession) -> None:
+    with pytest.raises(ValueError, match="at least one result"):
+        tagged_union({})
