@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from chord.kbr import NodeRef
 from overlay.core.messages import Message, message
-from overlay.core.pubsub import check_msg_id, check_topic
+from overlay.core.pubsub import MAX_MSG_ID_CHARS, check_msg_id, check_topic
 from scribe.wire_records import (
     MAX_BATCH,
     MAX_GROUPS,
@@ -228,6 +228,37 @@ class ReplicateAck(_TopicMessage):
     seq: int
     replica: NodeRef
     stored: bool = True
+
+
+#: Bytes a confirmation takes at most in a :class:`ReplicateAcks`: the msg_id's text
+#: (its head and at most 64 digits) and the seq (at most a 9-byte integer). A message of
+#: MAX_BATCH of them stays under ``batch_bytes`` at the smallest ``max_frame``
+#: (tests/scribe/test_replicate_acks.py): the count bounds the bytes.
+REPLICATE_ACK_BYTES = 2 + MAX_MSG_ID_CHARS + 9
+
+
+@message("scribe.replicate_acks")
+class ReplicateAcks(_TopicMessage):
+    """A successor holds the events ``msg_ids`` (numbers ``seqs``, pairwise) of ``topic``
+    on disk: the confirmations one sync made, in one message (a group commit syncs many
+    copies at once), which the root takes together (the events they free go down the
+    tree as one run). A single confirmation, or a copy not stored, is a
+    :class:`ReplicateAck`."""
+
+    topic: str
+    msg_ids: tuple[str, ...]
+    seqs: tuple[int, ...]
+    replica: NodeRef
+
+    def __post_init__(self) -> None:
+        _TopicMessage.__post_init__(self)
+        if not 0 < len(self.msg_ids) <= MAX_BATCH or len(self.seqs) != len(self.msg_ids):
+            raise ValueError(f"confirmations come 1 to {MAX_BATCH} to a message, a seq "
+                             "for each msg_id")
+        for msg_id, seq in zip(self.msg_ids, self.seqs, strict=True):
+            check_msg_id(msg_id)
+            if seq < 1:
+                raise ValueError("seq starts at 1")
 
 
 @message("scribe.publish_ack")

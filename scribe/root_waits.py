@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 from chord.kbr import NodeRef
 from scribe.durability import Durability, ReplicaCopy, RootCopy
-from scribe.messages import PublishAck, PublishRefused, Replicate, ReplicateAck
+from scribe.messages import PublishAck, PublishRefused, Replicate, ReplicateAck, ReplicateAcks
 from scribe.ordering import Ahead
 from scribe.state import ScribeState
 from scribe.stream import Retained
-from scribe.wire_records import MAX_REASON, EventBody
+from scribe.wire_records import MAX_BATCH, MAX_REASON, EventBody
 
 #: Copies of a reliable event sent to a replica that does not confirm before the root
 #: answers without it.
@@ -194,6 +194,14 @@ class RootWaits:
         # not wait for it (as for a silent one), nor refuse the event for it.
         self._confirmed(now, ack.topic, ack.msg_id, ack.seq, ack.replica.addr)
 
+    def on_replicate_acks(self, now: float, acks: ReplicateAcks) -> None:
+        """A replica's confirmations of one sync: the events they free are answered and
+        go down the tree together (a run per topic), as after the root's own sync."""
+        addr = acks.replica.addr
+        done = [pending for msg_id, seq in zip(acks.msg_ids, acks.seqs, strict=True)
+                if (pending := self._confirm(acks.topic, msg_id, seq, addr)) is not None]
+        self._answer(now, done)
+
     def replica_unreachable(self, now: float, dest: str, msg: Replicate) -> None:
         self._confirmed(now, msg.body.topic, msg.body.msg_id, msg.body.seq or 0, dest)
 
@@ -281,16 +289,34 @@ class RootWaits:
         the replicas' confirmations."""
         s = self.s
         done: list[PendingAck] = []
+        #: (root, topic) -> the confirmations of its copies this sync made, in order.
+        confirmed: dict[tuple[str, str], list[ReplicaCopy]] = {}
         for waiter in self.durability.synced_through(through):
             if isinstance(waiter, RootCopy):
                 pending = self._confirm(waiter.topic, waiter.msg_id, None, s.me.addr)
                 if pending is not None:
                     done.append(pending)
             else:
-                s.send(waiter.root, waiter.ack)
+                confirmed.setdefault((waiter.root.addr, waiter.ack.topic), []).append(waiter)
+        for copies in confirmed.values():
+            self._send_confirmations(copies)
         # A group commit frees many events at once: they go down the tree together (a
         # run per topic, as unreliable ones do), not one pass through the tree each.
         self._answer(now, done)
+
+    def _send_confirmations(self, copies: list[ReplicaCopy]) -> None:
+        """A replica's confirmations of one root's copies of one topic, synced together:
+        MAX_BATCH to a :class:`ReplicateAcks` (whose bytes that bounds), one alone as
+        its :class:`ReplicateAck`."""
+        for at in range(0, len(copies), MAX_BATCH):
+            run = copies[at:at + MAX_BATCH]
+            first = run[0]
+            if len(run) == 1:
+                self.s.send(first.root, first.ack)
+                continue
+            self.s.send(first.root, ReplicateAcks(
+                first.ack.topic, tuple(c.ack.msg_id for c in run),
+                tuple(c.ack.seq for c in run), first.ack.replica))
 
     def on_storage_failed(self, now: float, through: int, reason: str) -> None:
         """The events of persists up to ``through`` not synced yet are not stored (their

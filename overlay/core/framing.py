@@ -59,36 +59,42 @@ def array_head(count: int) -> bytes:
     return b"\x9a" + count.to_bytes(4, "big")
 
 
-def _array_head_size(count: int) -> int:
+def array_head_size(count: int) -> int:
     """``len(array_head(count))``, without making the bytes."""
     return 1 if count < 24 else 2 if count < 0x100 else 3 if count < 0x10000 else 5
 
 
 def group_for_frames(items: Sequence[bytes], head_size: int, max_frame: int,
-                     max_items: int | None = None) -> list[list[bytes]]:
+                     max_items: int | None = None, counts: Sequence[int] | None = None
+                     ) -> list[list[bytes]]:
     """Split encoded items, in order, into groups each of which fits one frame as an array
     after ``head_size`` bytes of its map: ``head_size + len(array head) + sum(items) <=
     max_frame`` (and at most ``max_items`` items). An item too large even alone is a
-    group of its own."""
+    group of its own. ``counts``: how many array items each of ``items`` holds (several
+    encoded one after the other; None: one each)."""
     groups: list[list[bytes]] = []
     group: list[bytes] = []
-    size = 0
-    for item in items:
-        if group and (len(group) == max_items or head_size + _array_head_size(len(group) + 1)
-                      + size + len(item) > max_frame):
+    size = held = 0
+    for i, item in enumerate(items):
+        count = 1 if counts is None else counts[i]
+        if group and ((max_items is not None and held + count > max_items)
+                      or head_size + array_head_size(held + count) + size + len(item)
+                      > max_frame):
             groups.append(group)
-            group, size = [], 0
+            group, size, held = [], 0, 0
         group.append(item)
         size += len(item)
+        held += count
     if group:
         groups.append(group)
     return groups
 
 
-def array_frame(head: bytes, items: Sequence[bytes]) -> bytes:
+def array_frame(head: bytes, items: Sequence[bytes], count: int | None = None) -> bytes:
     """The frame of a map whose last value is an array of encoded ``items``: ``head`` is the
-    map's bytes up to that array (its own head included, the array's not)."""
-    array = array_head(len(items))
+    map's bytes up to that array (its own head included, the array's not). ``count``:
+    the array's items, when ``items`` hold several each (None: one each)."""
+    array = array_head(len(items) if count is None else count)
     return b"".join((HEADER.pack(len(head) + len(array) + sum(map(len, items))), head, array,
                      *items))
 

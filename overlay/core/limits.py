@@ -63,7 +63,7 @@ MAX_CBOR_DEPTH = 32
 #: (``scribe.events``), which a node of version 3 would refuse. 5: an event body names the
 #: event its root numbered before it (``EventBody.prev``), a field a node of version 4
 #: would refuse.
-PEER_PROTOCOL_VERSION = 5
+PEER_PROTOCOL_VERSION = 6
 
 T = TypeVar("T")
 

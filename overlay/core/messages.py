@@ -77,14 +77,20 @@ class Record:
     def from_wire(cls, data: Mapping[str, Any]) -> Any:
         if type(data) is not dict and not isinstance(data, Mapping):  # ABC check: slow
             raise _Invalid(f"expected a map for {cls.__name__}, got {type(data).__name__}")
-        kwargs: dict[str, Any] = {}
-        for name, exact, dec, optional in cls._plan:
+        # The fields in their order, an absent optional one as its default: the instance
+        # is made with positional arguments (a dict of keywords, filled and matched
+        # to the parameters by name, cost a record of 9 fields about 1.5k instructions).
+        args: list[Any] = []
+        absent = 0
+        for name, exact, dec, default in cls._plan:
             try:
                 value = data[name]
             except KeyError:
-                if optional:
-                    continue
-                raise _Invalid(f"missing field {name!r}") from None
+                if default is _REQUIRED:
+                    raise _Invalid(f"missing field {name!r}") from None
+                args.append(default)
+                absent += 1
+                continue
             # A value of a type the field takes as it is needs no converter call (most
             # fields of most messages: ints, text, bytes, bools, null).
             if type(value) not in exact:
@@ -92,20 +98,20 @@ class Record:
                     value = dec(value)
                 except _Invalid as exc:
                     raise _Invalid(f"{name}: {exc}") from None
-            kwargs[name] = value
+            args.append(value)
         # Every key was consumed unless the counts differ: only then look for the stranger.
-        if len(kwargs) != len(data) - (TYPE_KEY in data):
+        if len(args) - absent != len(data) - (TYPE_KEY in data):
             unknown = [k for k in data if k not in cls._decoders and k != TYPE_KEY]
             if unknown:
                 raise _Invalid(f"unknown field {unknown[0]!r}")
         try:
-            return cls(**kwargs)
+            return cls(*args)
         except (TypeError, ValueError) as exc:
             raise _Invalid(str(exc)) from None
 
-    #: Per field: name, the value types its decoder passes through unchanged, the
-    #: decoder, whether the field may be absent.
-    _plan: ClassVar[tuple[tuple[str, frozenset[type], Converter, bool], ...]]
+    #: Per field, in the constructor's order: name, the value types its decoder passes
+    #: through unchanged, the decoder, its default when absent (``_REQUIRED``: none).
+    _plan: ClassVar[tuple[tuple[str, frozenset[type], Converter, Any], ...]]
     #: Per field: name, the same types (its encoder too gives them unchanged), the encoder.
     _encode_plan: ClassVar[tuple[tuple[str, frozenset[type], Converter], ...]]
 
@@ -122,6 +128,9 @@ class Message(Record):
 
 
 _REGISTRY: dict[str, type[Message]] = {}
+
+#: A field's default in a record's decoding plan when it has none (it must be present).
+_REQUIRED: Any = object()
 
 R = TypeVar("R", bound=type[Record])
 
@@ -389,17 +398,15 @@ def record(cls: R) -> R:
     hints = typing.get_type_hints(dc)
     decoders: dict[str, Converter] = {}
     encoders: dict[str, Converter] = {}
-    optional = set()
+    defaults: dict[str, Any] = {}
     for field in dataclasses.fields(dc):
         decoders[field.name], encoders[field.name] = _compile(hints[field.name])
-        if (
-            field.default is not dataclasses.MISSING
-            or field.default_factory is not dataclasses.MISSING
-        ):
-            optional.add(field.name)
+        # (_slot_init refused a default_factory: a default is a plain value.)
+        defaults[field.name] = _REQUIRED if field.default is dataclasses.MISSING \
+            else field.default
     dc._decoders = decoders
     dc._encoders = encoders
-    dc._plan = tuple((name, _passed_through(hints[name]), dec, name in optional)
+    dc._plan = tuple((name, _passed_through(hints[name]), dec, defaults[name])
                      for name, dec in decoders.items())
     dc._encode_plan = tuple((name, _passed_through(hints[name]), enc)
                             for name, enc in encoders.items())

@@ -172,7 +172,7 @@ class DuplicateSubscriptionError(LocalProtocolError):
         self.sub_id = sub_id
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # one per event published: frozen costs each field a call (1.2 -> 0.2 us)
 class NewEvent:
     """An event an application publishes, as :meth:`PubSubCore.publish_many` takes it
     (the arguments of :meth:`PubSubCore.publish`, checked there the same way)."""

@@ -269,7 +269,8 @@ class CoreService(Generic[N]):
         ts = time.time()
         msg_ids = [self._msg_id(request) for request in requests]
         # Registered first: at the root the notices come during the call.
-        waiters = [self.pending.add(request.topic, msg_id, done)
+        now = trio.current_time()
+        waiters = [self.pending.add(request.topic, msg_id, done, now)
                    for request, msg_id, done in zip(requests, msg_ids, dones, strict=True)]
         outcomes = self._publish_all(requests, msg_ids, ts)
         for waiter, done, refused in zip(waiters, dones, outcomes, strict=True):

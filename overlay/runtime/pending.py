@@ -42,10 +42,11 @@ class PendingPublishes:
     def __len__(self) -> int:
         return sum(len(waiters) for waiters in self._by_key.values())
 
-    def add(self, topic: str, msg_id: str, done: Done) -> Waiter:
-        """Register before publishing: the notice may come during the publish call."""
+    def add(self, topic: str, msg_id: str, done: Done, now: float) -> Waiter:
+        """Register before publishing: the notice may come during the publish call.
+        ``now``: trio's clock (read once for a burst of publishes)."""
         key = (topic, msg_id)
-        waiter = Waiter(key, done, trio.current_time() + self.timeout)
+        waiter = Waiter(key, done, now + self.timeout)
         self._by_key.setdefault(key, []).append(waiter)
         return waiter
 

@@ -25,6 +25,7 @@ from scribe.messages import (
     Publishes,
     PublishRefused,
     ReplicateAck,
+    ReplicateAcks,
     RootHandover,
 )
 from scribe.wire_records import MAX_BATCH, EventBody
@@ -46,6 +47,7 @@ EXAMPLES: list[Message] = [
     PublishAck(TOPIC, "00ff", 4, ref(9)),
     PublishRefused(TOPIC, "00ff", "database or disk is full", ref(9)),
     ReplicateAck(TOPIC, "00ff", 4, ref(9), stored=False),
+    ReplicateAcks(TOPIC, ("00ff", "0100"), (4, 5), ref(9)),
     Event(body("00ff", seq=4, x=1), 2, ref(7), True, ("g", "h")),
     Events(TOPIC, (body("00ff", seq=4, x=1), body("0100", seq=6)), 2, ref(7), 3, True, 5),
     AnycastBack(TOPIC, "00ff", ("g",), ref(5)),

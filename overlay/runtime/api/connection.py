@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -38,6 +38,7 @@ from overlay.runtime.api.outgoing import (
     NotifyBody,
     ReplySlot,
     batch_error,
+    notify_bodies,
     notify_frames,
 )
 from overlay.runtime.api.requests import (
@@ -483,12 +484,13 @@ class ApiConnection:
         cut off a client that cannot keep up."""
         if self._closing:
             return
-        queued: list[bytes | NotifyBody]
+        queued: Sequence[bytes | NotifyBody]
         if isinstance(push, Notifications):
             encode, sub = self._encode, push.sub
             if self.batch_notify:
-                queued = [NotifyBody(encode(notify_fields(sub, event)))
-                          for event in push.events]
+                queued = notify_bodies(encode, [notify_fields(sub, event)
+                                                for event in push.events],
+                                       self.config.max_frame)
             else:
                 queued = [frame_bytes(encode(wire), self.config.max_frame)
                           for wire in push.to_wire()]
