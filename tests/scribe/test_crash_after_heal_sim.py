@@ -13,6 +13,7 @@ import pytest
 
 from tests.scribe.test_durable_sim import TOPICS, World
 from tests.scribe.test_partition_sim import lab_shape
+from tests.scribe.test_restarts_sim import order_problems
 
 
 def crash_after_heal(seed: int) -> tuple[World, list[str], str]:
@@ -114,10 +115,7 @@ def delivery_problems(world: World, subscribers: list[str], crashed: str | None)
             continue
         got = world.delivered.get((addr, 1), [])
         ids = [m for _, m, _ in got]
-        if len(ids) != len(set(ids)):
-            found.append(f"{addr}: an event delivered twice")
-        if [s for _, _, s in got] != sorted(s for _, _, s in got):
-            found.append(f"{addr}: seq backwards")
+        found += order_problems(addr, got)
         missing = acked - {"ff1"} - set(ids)
         if missing:
             found.append(f"{addr}: missing {sorted(missing)}")

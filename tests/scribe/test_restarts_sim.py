@@ -86,6 +86,18 @@ def back(world: World, victim: str, addrs: list[str]) -> None:
         now, through)))
 
 
+def order_problems(addr: str, got: list[tuple[str, str, int]]) -> list[str]:
+    """At one subscriber, what it was delivered (topic, msg_id, seq), in order: an event
+    delivered twice, seq going backwards."""
+    found = []
+    ids = [m for _, m, _ in got]
+    if len(ids) != len(set(ids)):
+        found.append(f"{addr}: an event delivered twice")
+    if [s for _, _, s in got] != sorted(s for _, _, s in got):
+        found.append(f"{addr}: seq backwards")
+    return found
+
+
 def delivery_problems(run: Run) -> list[str]:
     """What breaks the promise at each subscriber that lived through the run: an
     acknowledged event published after its subscription came into effect missing (one
@@ -96,10 +108,7 @@ def delivery_problems(run: Run) -> list[str]:
     for addr in run.subscribers:
         got = world.delivered.get((addr, 1), [])
         ids = [m for _, m, _ in got]
-        if len(ids) != len(set(ids)):
-            found.append(f"{addr}: an event delivered twice")
-        if [s for _, _, s in got] != sorted(s for _, _, s in got):
-            found.append(f"{addr}: seq backwards")
+        found += order_problems(addr, got)
         since = run.in_effect.get(addr)
         if since is None:
             found.append(f"{addr}: its subscription never came into effect")
