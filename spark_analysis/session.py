@@ -154,19 +154,29 @@ def _class_archive_options() -> str:
     return f"-XX:ArchiveClassesAtExit={partial} {CDS_QUIET}"
 
 
-# An archive is some 190 MB, and every pyspark or Java install gets its own: those
-# unused this long are removed when a new one is written (each use touches its file).
+# An archive is some 190 MB, and every pyspark or Java install gets its own (a venv
+# set up again writes jars anew): when a new one is written, those unused this long are
+# removed (each use touches its file), and all but the most recently used before it, so
+# that the folder holds at most ARCHIVES_KEPT.
 ARCHIVE_UNUSED_DAYS = 7
+ARCHIVES_KEPT = 3
 
 
 def _prune_archives(folder: Path, now: float | None = None) -> None:
     cutoff = (time.time() if now is None else now) - ARCHIVE_UNUSED_DAYS * 86400
+    kept: list[tuple[float, Path]] = []
     for old in folder.glob("spark-*.jsa*"):
         try:
-            if old.stat().st_mtime < cutoff:
+            used = old.stat().st_mtime
+            if used < cutoff:
                 old.unlink()
+            elif old.suffix == ".jsa":
+                kept.append((used, old))
         except OSError:
             pass
+    for _, old in sorted(kept, reverse=True)[ARCHIVES_KEPT - 1:]:
+        with contextlib.suppress(OSError):
+            old.unlink()
 
 
 def _finish_class_archive(partial: Path, path: Path) -> None:

@@ -75,6 +75,19 @@ def test_archives_unused_for_a_week_are_removed(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spark-2-new.jsa", "x.txt"]
 
 
+def test_only_the_most_recently_used_archives_are_kept(tmp_path: Path) -> None:
+    # A new archive is about to be written: of the others, the ARCHIVES_KEPT - 1 used
+    # last stay (each some 190 MB; a venv set up again writes new jars, so a new one).
+    now = 1_000_000_000.0
+    for hours in range(5):
+        name = tmp_path / f"spark-4-{hours}.jsa"
+        name.write_bytes(b"")
+        os.utime(name, (now - hours * 3600, now - hours * 3600))
+    session._prune_archives(tmp_path, now=now)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f"spark-4-{hours}.jsa" for hours in range(session.ARCHIVES_KEPT - 1)]
+
+
 def test_the_jit_directives_parse_and_only_stderr_hears_of_them() -> None:
     # The JVM refuses to start on a directives file it cannot parse; one that parses is
     # counted on the VM's output, which must reach stderr (filtered), never stdout.
