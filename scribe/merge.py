@@ -171,22 +171,21 @@ def _stranded(mine: Retained, their_log: dict[int, EventBody]) -> tuple[EventBod
     its tree passed those numbers without them. They move after both counters (members
     that had them tell the moved copies by msg_id). In seq order."""
     found: list[EventBody] = []
-    named: set[str] = set()
+    #: What the stranded event just found names before it (stranded too, if held).
+    named: str | None = None
     held = mine.events
     # Below their first event their log may have trimmed what it held: only a gap
     # between two of its events shows that it numbered past what it lacked.
     first = min(their_log, default=0)
     for seq in reversed(held):
         body = held[seq][1]
-        if seq in their_log or seq < mine.complete_from or seq <= first:
-            named.clear()
-            continue
         after = their_log.get(seq + 1)
-        if (after is not None and after.prev == body.msg_id) or body.msg_id in named:
+        if seq not in their_log and seq >= mine.complete_from and seq > first and (
+                body.msg_id == named or (after is not None and after.prev == body.msg_id)):
             found.append(body)
-            named = {body.prev} if body.prev is not None else set()
+            named = body.prev
         else:
-            named.clear()
+            named = None
     return tuple(reversed(found))
 
 

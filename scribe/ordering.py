@@ -121,7 +121,7 @@ class Ordering:
         # What it retains, and the copies it held back as a member (waiting for a gap to
         # fill or a catch-up), go down in seq order; not events waiting for their
         # replicas (a merge's new numbers), nor those after them: they go when released.
-        through = min(self.s.seq.get(tree.topic, 0), self.released_through(tree.topic))
+        through = self._may_go_through(tree.topic)
         run = self.unsent(tree, through)
         if tree.topic in self.s.recovering and st.through is not None:
             # It gathers what it lacks (a copy the former root made may be at another
@@ -129,9 +129,7 @@ class Ordering:
             # ends (send_unsent), or the tree would pass numbers the gathering fills.
             run = [body for i, body in enumerate(run) if body.seq == st.through + 1 + i]
             through = run[-1].seq or 0 if run else st.through
-        if run:
-            with self.ahead(tree.topic, run):
-                self.from_root(now, run)
+        self._send_down(now, tree.topic, run)
         start_at = through if st.through is None else max(st.through, through)
         st.held.clear()
         st.catch_up_after = None
@@ -142,10 +140,16 @@ class Ordering:
     def send_unsent(self, now: float, tree: TopicTree) -> None:
         """At the root, once its gathering ended: what it holds that its tree has not
         handled, up to its counter and the next event waiting for its replicas."""
-        run = self.unsent(tree, min(self.s.seq.get(tree.topic, 0),
-                                    self.released_through(tree.topic)))
+        self._send_down(now, tree.topic, self.unsent(tree, self._may_go_through(tree.topic)))
+
+    def _may_go_through(self, topic: str) -> int:
+        """At the root: how far its events may go down now (its counter, and not past an
+        event still waiting for its replicas)."""
+        return min(self.s.seq.get(topic, 0), self.released_through(topic))
+
+    def _send_down(self, now: float, topic: str, run: list[EventBody]) -> None:
         if run:
-            with self.ahead(tree.topic, run):
+            with self.ahead(topic, run):
                 self.from_root(now, run)
 
     def unsent(self, tree: TopicTree, through: int) -> list[EventBody]:

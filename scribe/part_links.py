@@ -42,12 +42,6 @@ class PartLinks:
         still waiting for its replicas: events that joined the log while one waited
         (handed over, synced, restored) go when it goes."""
         topic = bodies[0].topic
-        if topic not in self.app.state.numbering:
-            # Released after this node handed the key over (a merge's new numbers whose
-            # replicas confirmed late): they went with its log, the new root sends them
-            # down; sent from here they would move this member's position past events
-            # it has not had.
-            return
         tree = self.app.state.trees.get(topic)
         first, last = bodies[0].seq or 0, bodies[-1].seq or 0
         if tree is not None and tree.is_root:

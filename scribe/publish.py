@@ -226,11 +226,11 @@ class Publishing:
         if fresh:
             retention.adopt_replica(now, topic)
         if topic in retention.restored or now < retention.lost_until \
-                or (fresh and self._short_of_counter(topic)):
+                or (fresh and self._lacks_copies(topic)):
             self._gather_from_replicas(now, topic)
         self.s.start_recovery(now, topic)
 
-    def _short_of_counter(self, topic: str) -> bool:
+    def _lacks_copies(self, topic: str) -> bool:
         """The former root numbered events whose copies did not reach this replica (the
         root failed first): past the last one held, or in a gap that the event after it
         names (:meth:`Retained.lacks_copies`). Fresh events among them were never

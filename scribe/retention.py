@@ -243,6 +243,7 @@ class Retention:
         """This node no longer owns ``topic``'s key: what it retained goes with it (and it
         keeps a copy, as the new owner's successor is a natural replica)."""
         released = self.handled_through(topic)
+        self.waits.hand_over(topic)
         retained = self.root.pop(topic, None)
         self.replica_views.pop(topic, None)
         if retained is None:

@@ -120,6 +120,14 @@ class RootWaits:
         s.wake(now)
         return False
 
+    def hand_over(self, topic: str) -> None:
+        """This node handed ``topic``'s key over: its events still waiting to go down
+        went with its log, and the new root sends them. Their confirmations may still
+        come (their publishers are answered: the copies are stored), but nothing goes
+        down from here: as a member now, this node's position would pass events it has
+        not had."""
+        self.unreleased.pop(topic, None)
+
     def release_ready(self, now: float, topic: str, kept: Sequence[EventBody] = ()) -> None:
         """Send down, in seq order, the events at the head of the queue that may go.
         ``kept``: events :meth:`hold` found ready, which it did not queue when no event

@@ -66,8 +66,9 @@ NOTIFY_BATCH_HEAD = encode_map({"event": "notify_batch", "events": []})[:-1]
 def notify_bodies(encode: Callable[[object], bytes], fields: list[dict[str, Any]],
                   max_frame: int) -> list[NotifyBody]:
     """Notifies' ``fields``, ready together for a ``batch_notify`` connection, encoded:
-    in one call as one body when they fit one ``notify_batch`` frame (a CBOR call has a
-    fixed cost of about 3k instructions, paid once per run rather than once per event),
+    in one call as one body when they fit one ``notify_batch`` frame (the per-item
+    Python work around an encode call is paid once per run rather than once per event:
+    5.5% of the instructions per event at one daemon, bench/daemon_path.py --setup 3),
     else one body each, for :func:`notify_frames` to spread over frames."""
     if len(fields) > 1:
         array = encode(fields)  # the array's head, then each item's map: a frame's array
