@@ -70,7 +70,7 @@ def plan_merge(mine: Retained, counter: int, theirs: tuple[EventBody, ...],
     own numbering. The other side's events this root lacks from the fork on move; so do
     this root's own events from the fork on that the other side lacks (a copy of another
     numbering there does not count), except those at ``moved_below`` or above (an
-    earlier part of the same handover moved them already, or they were numbered after
+    earlier part of the same handover moved them there, or they were numbered after
     it). Older events of the other side fill holes in this root's log where it has none
     (``fill``); events older than the log's ``complete_from`` are history this root
     trimmed.

@@ -40,7 +40,7 @@ from scribe.durability import (
     TrimLog,
 )
 from scribe.merge import MergePlan, plan_merge
-from scribe.messages import ReplicaSync, Replicate, ReplicateAck
+from scribe.messages import ReplicaSync, Replicate, ReplicateAck, Restore
 from scribe.ordering import Ahead
 from scribe.other_roots import OtherRoots
 from scribe.root_waits import LocalAck, LocalRefuse, Release, RootWaits
@@ -93,8 +93,10 @@ class Retention:
         #: At a node that numbers a topic: other roots' copies, kept apart (two roots for
         #: one key, a healed partition), until taken in.
         self.other_roots = OtherRoots()
-        #: Topic -> the fork of its last partition merge: a later part of the same
-        #: handover moves this root's events below it only (see scribe.merge).
+        #: Topic -> the first number its last partition merge moved events to: a later
+        #: part of the same handover moves this root's events below it only (see
+        #: scribe.merge). Not the merge's fork: a merge may move only some events above
+        #: its fork (stranded ones), and the others there are still to be merged.
         self._moved_below: dict[str, int] = {}
 
     def __bool__(self) -> bool:
@@ -207,7 +209,7 @@ class Retention:
         down in their new order (behind any event still waiting for its replicas).
         ``released``: this node sent its events up to there down as the root.
         ``handover``: the merge of a handed log (a later part of it moves this root's
-        events below the fork only)."""
+        events below the numbers this merge moved events to only)."""
         s = self.s
         mine = self.root[topic]
         for body in plan.fill:
@@ -230,7 +232,7 @@ class Retention:
         s.note_seq(topic, moved[-1].seq or 0)
         assert plan.fork is not None
         if handover:
-            self._moved_below[topic] = plan.fork
+            self._moved_below[topic] = plan.base + 1
         for body in moved:
             mine.add(now, body)
         self.durability.write(MoveEvents(topic, tuple(b.seq or 0 for b in plan.ours), moved))
@@ -358,6 +360,9 @@ class Retention:
         # counter) a member's events join its own buffer; anywhere else they are a
         # replica's copies: at a root that numbers on, another root's (see on_replicate).
         gathering = msg.topic in s.recovering
+        if gathering and msg.events and msg.topic in self.root \
+                and self._asked_again(now, msg.topic, msg.root, msg.events[0]):
+            return  # its events come again, with the fork, in the answer asked for
         if gathering and msg.events and msg.topic in self.root:
             # Taken in as a handover's events are (scribe.merge): a member may have
             # handled another lineage's numbers (the other side of a healed partition),
@@ -379,6 +384,28 @@ class Retention:
             s.note_seq(msg.topic, msg.seq)
             self.durability.write(NoteCounter(msg.topic, msg.seq))
         s.wake(now)
+
+    def _asked_again(self, now: float, topic: str, member: NodeRef, first: EventBody) -> bool:
+        """An answer to this gathering root's :class:`Restore` whose first event names
+        (``prev``) another event than this root's log holds before it: the member's events
+        fork from this root's below where the root asked from (its contiguous reach, held
+        to be the same events on both), and the member's event at the fork may be one
+        this root lacks (acknowledged, if the member numbered it as root while this node
+        was down). Merging the answer as it is would leave that seq a hole, which the
+        event's later fill would put below this root's tree's position: ask the member
+        once again for everything from the log's start, so that the merge sees the fork.
+        True when asked (the answer is dropped: its events come again)."""
+        s = self.s
+        log = self.root[topic]
+        seq = first.seq or 0
+        held = log.events.get(seq - 1)
+        asked = s.asked_whole.setdefault(topic, set())
+        if held is None or first.follows(held[1]) or member.id in asked:
+            return False
+        asked.add(member.id)
+        s.send(member, Restore(topic, s.me, log.complete_from - 1))
+        s.recover_until(now, topic, now + 2 * s.config.replica_timeout)
+        return True
 
     def _keep_copies(self, now: float, topic: str, root: NodeRef, counter: int, first: int,
                      events: tuple[EventBody, ...]) -> bool:

@@ -58,6 +58,10 @@ class ScribeState:
         #: Topics a live root handed over while this node stood in: it never waits for
         #: their former owner again (it numbers them knowing their log).
         self._stood_in: set[str] = set()
+        #: Per recovering topic, the members this root asked again for everything from
+        #: its log's start: an answer began past a fork (``Retention.on_replica_sync``).
+        #: Asked once per recovery.
+        self.asked_whole: dict[str, set[int]] = {}
         #: Catch-up pulls that reached this root while it was recovering, by puller id.
         self.held_pulls: dict[str, dict[int, Pull]] = {}
         self.timers = Timers()
@@ -219,6 +223,7 @@ class ScribeState:
     def recovery_over(self, topic: str) -> None:
         """``topic``'s recovery ended (its time came, or its key moved away)."""
         self.recovering.pop(topic, None)
+        self.asked_whole.pop(topic, None)
         self._gathering.pop(topic, None)
         self._standing_in.pop(topic, None)
 

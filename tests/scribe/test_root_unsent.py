@@ -103,3 +103,31 @@ def test_a_gathering_root_merges_what_a_member_of_another_lineage_gives_it() -> 
     app.on_timer(2.0 + 2 * CONFIG.replica_timeout)
     # This node's subscription had b5 (at 3): its moved copy is not delivered again.
     assert [(e.msg_id, e.seq) for _, e in host.delivered] == [("e3", 6)]
+
+
+def test_a_gathering_root_asks_again_from_its_logs_start_when_an_answer_begins_past_a_fork(
+) -> None:
+    app, host = root_with_a_child()
+    app.publish(0.6, TOPIC, {}, msg_id="bb", reliable=False)  # 2, sent down
+    # Member 120 handled up to 3 in another numbering: c2 at 2 (acknowledged there), c3
+    # at 3. The root asks from its contiguous reach (2), which the member's log does
+    # not share: the answer's first event names c2, not bb, as the one before it.
+    app.deliver(2.0, MID, Pull(TOPIC, ref(120), 3, join(120, "").digest), 1)
+    assert [(dest, m.after) for dest, m in host.sent_of(Restore)] == [("n120", 2)]
+    c2 = replace(body("c2", 2), prev="aa")
+    c3 = replace(body("c3", 3), prev="c2")
+    host.clear()
+    app.on_direct(2.1, "n120", ReplicaSync(TOPIC, 3, ref(120), (c3,)))
+    # Merged as it is, c2 would never come: asked again for all from the log's start.
+    assert [(dest, m.after) for dest, m in host.sent_of(Restore)] == [("n120", 0)]
+    log = app.publishing.retention.log(TOPIC)
+    assert log is not None and "c3" not in log.by_msg
+    app.on_direct(2.2, "n120", ReplicaSync(TOPIC, 3, ref(120), (body("aa", 1), c2, c3)))
+    # Once per gathering: a later answer past the fork is merged as it comes.
+    app.on_direct(2.3, "n120", ReplicaSync(TOPIC, 3, ref(120), (c3,)))
+    assert len(host.sent_of(Restore)) == 1
+    app.on_timer(2.0 + 2 * CONFIG.replica_timeout)
+    # The clash at 2 moves bb and both of the member's events after both counters; the
+    # subscription, which had bb at 2, gets the member's two.
+    assert sorted(log.by_msg[m] for m in ("bb", "c2", "c3")) == [4, 5, 6]
+    assert sorted(e.msg_id for _, e in host.delivered) == ["c2", "c3"]
