@@ -50,7 +50,7 @@ from scribe.consumer_messages import (
     check_name,
 )
 from scribe.consumer_root import ConsumerRoots
-from scribe.consumers import ConsumerConfig
+from scribe.consumer_values import ConsumerConfig
 from scribe.dissemination import Dissemination
 from scribe.durability import NoteRange, RestoredConsumer, RestoredLog
 from scribe.membership import Membership

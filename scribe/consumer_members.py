@@ -29,7 +29,7 @@ from scribe.consumer_messages import (
     ConsumerQuery,
     ConsumerReport,
 )
-from scribe.consumers import ConsumerConfig
+from scribe.consumer_values import ConsumerConfig
 from scribe.state import ScribeState
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from chord.kbr import NodeRef
 from overlay.core.messages import message
 from overlay.core.pubsub import check_msg_id
-from scribe.consumers import (
+from scribe.consumer_values import (
     MAX_DELAY,
     MAX_FETCH,
     MAX_FETCH_WAIT,

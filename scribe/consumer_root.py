@@ -38,9 +38,8 @@ from scribe.consumer_messages import (
     ConsumerSync,
     report_cost,
 )
-from scribe.consumers import (
+from scribe.consumer_values import (
     Action,
-    Consumer,
     ConsumerError,
     DeadLetter,
     Deliver,
@@ -49,6 +48,7 @@ from scribe.consumers import (
     Progress,
     Record,
 )
+from scribe.consumers import Consumer
 from scribe.durability import DeleteConsumer, Durability, SaveConsumer
 from scribe.ordering import RootLog
 from scribe.state import ScribeState

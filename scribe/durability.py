@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from chord.kbr import KbrHost, NodeRef
 from overlay.core.storage import StorageOp
-from scribe.consumers import Progress
+from scribe.consumer_values import Progress
 from scribe.messages import ReplicateAck
 from scribe.wire_records import EventBody
 

@@ -55,7 +55,7 @@ from overlay.runtime.api.requests import Consumers, Fetch, Publish, Settle, Subs
 from overlay.runtime.api.service import Done, Ended
 from overlay.runtime.daemon import Daemon
 from overlay.runtime.pending import PendingPublishes
-from scribe.consumers import ConsumerConfig
+from scribe.consumer_values import ConsumerConfig
 
 #: Seconds a reliable publish waits for the core's ``published`` notice.
 DEFAULT_PUBLISH_TIMEOUT = 10.0

@@ -44,7 +44,7 @@ import trio
 
 from overlay.core.framing import CborEncoder
 from overlay.core.storage import StorageOp, SyncPolicy
-from scribe.consumers import Progress
+from scribe.consumer_values import Progress
 from scribe.durability import (
     AppendEvents,
     DeleteConsumer,

@@ -18,7 +18,7 @@ from overlay.runtime.api.requests import (
     parse_request,
 )
 from scribe.consumer_messages import MAX_NAME_CHARS
-from scribe.consumers import (
+from scribe.consumer_values import (
     MAX_DELAY,
     MAX_DELIVER_LIMIT,
     MAX_FETCH,

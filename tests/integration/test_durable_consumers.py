@@ -39,7 +39,7 @@ from overlay.client import (
     connect,
     publish_event,
 )
-from scribe.consumers import Progress
+from scribe.consumer_values import Progress
 from tests.integration.fast import FAST
 
 pytestmark = pytest.mark.integration

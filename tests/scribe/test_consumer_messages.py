@@ -23,7 +23,7 @@ from scribe.consumer_messages import (
     ConsumerReport,
     ConsumerSync,
 )
-from scribe.consumers import MAX_FETCH, ConsumerConfig, Progress
+from scribe.consumer_values import MAX_FETCH, ConsumerConfig, Progress
 from tests.scribe.helpers import TOPIC, body, ref
 from tests.scribe.test_messages import round_tripped, wire_of
 

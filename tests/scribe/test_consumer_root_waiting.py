@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from scribe.consumer_messages import ConsumerAttach, ConsumerDetach
 from scribe.consumer_root import LEASE_INTERVALS
-from scribe.consumers import ConsumerConfig
+from scribe.consumer_values import ConsumerConfig
 from tests.scribe.helpers import MID, TOPIC, make, ref
 from tests.scribe.test_partition_merge import CONFIG
 

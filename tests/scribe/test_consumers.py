@@ -8,11 +8,10 @@ from collections.abc import Callable, Iterable
 
 import pytest
 
-from scribe.consumers import (
+from scribe.consumer_values import (
     MAX_FETCH,
     MAX_INFLIGHT_LIMIT,
     Action,
-    Consumer,
     ConsumerConfig,
     ConsumerError,
     DeadLetter,
@@ -22,6 +21,7 @@ from scribe.consumers import (
     Progress,
     Record,
 )
+from scribe.consumers import Consumer
 from scribe.wire_records import EventBody
 
 A, B = Member("a", 1), Member("b", 7)

@@ -27,7 +27,7 @@ import pytest
 from overlay.core.pubsub import DeliveredEvent
 from overlay.core.storage import SyncPolicy
 from overlay.sim.network import NetworkConfig
-from scribe.consumers import ConsumerConfig
+from scribe.consumer_values import ConsumerConfig
 from tests.scribe.test_durable_sim import World, build
 
 TOPIC = "tasks"

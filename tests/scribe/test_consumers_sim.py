@@ -13,7 +13,7 @@ from overlay.core.ids import hash_id
 from overlay.core.pubsub import DeliveredEvent
 from overlay.core.storage import SyncPolicy
 from overlay.sim.scenarios.chord_world import sim_address
-from scribe.consumers import ConsumerConfig
+from scribe.consumer_values import ConsumerConfig
 from scribe.durability import MemoryLogs
 from tests.scribe.test_durable_sim import SCRIBE, World, build
 

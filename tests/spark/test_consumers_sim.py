@@ -25,7 +25,7 @@ from overlay.core.pubsub import DeliveredEvent
 from overlay.core.storage import SyncPolicy
 from overlay.sim.engine import Simulator
 from overlay.sim.scenarios.chord_world import sim_address
-from scribe.consumers import ConsumerConfig
+from scribe.consumer_values import ConsumerConfig
 from spark_analysis.analysis import run_analysis
 from tests.scribe.test_durable_sim import World, place_nodes
 from tests.spark import consumer_oracle, oracle

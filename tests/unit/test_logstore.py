@@ -17,7 +17,7 @@ import trio
 from overlay.core.storage import StorageOp, SyncPolicy
 from overlay.runtime.config import ConfigError, build_config
 from overlay.runtime.logstore import LOG_FILE, LogStore, StorageError, StorageWorker
-from scribe.consumers import ConsumerConfig, Progress
+from scribe.consumer_values import ConsumerConfig, Progress
 from scribe.durability import (
     AppendEvents,
     DeleteConsumer,

@@ -24,7 +24,13 @@ from overlay.core.pubsub import (
     is_topic,
 )
 from scribe.consumer_messages import check_name
-from scribe.consumers import MAX_DELAY, MAX_FETCH, MAX_FETCH_WAIT, ConsumerConfig, ConsumerError
+from scribe.consumer_values import (
+    MAX_DELAY,
+    MAX_FETCH,
+    MAX_FETCH_WAIT,
+    ConsumerConfig,
+    ConsumerError,
+)
 
 API_VERSION = 1
 DEFAULT_SIZES = SizeLimits()
