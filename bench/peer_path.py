@@ -15,7 +15,7 @@ printed. For counts that do not move with the machine's load, run it under
 valgrind the run must end within measure's 120 s: 1000 events do).
 
 Run: .venv/bin/python bench/peer_path.py [--events 10000] [--repeat 3] [--reliable]
-     [--callgrind-phase]
+     [--batch 64] [--callgrind-phase]
 """
 
 from __future__ import annotations
@@ -71,8 +71,9 @@ async def ring_ready(nodes: list[Node]) -> None:
 
 
 async def one_run(events: int, window: int, reliable: bool,
-                  callgrind_phase: bool = False) -> tuple[float, float]:
-    """(events per second, CPU microseconds per event for all nodes) of a fresh overlay."""
+                  callgrind_phase: bool = False, batch: int = 1) -> tuple[float, float]:
+    """(events per second, CPU microseconds per event for all nodes) of a fresh overlay;
+    ``batch`` events per publish request (and batched notifies) when above 1."""
     with tempfile.TemporaryDirectory() as tmp:
         nodes: list[Node] = []
         async with trio.open_nursery() as nursery:
@@ -88,7 +89,7 @@ async def one_run(events: int, window: int, reliable: bool,
             topic = topic_rooted_at(root)
             subs: list[Client] = []
             for i, node in enumerate(nodes[2:]):
-                sub = await connect(node, nursery, 10 + i)
+                sub = await connect(node, nursery, 10 + i, batch_notify=batch > 1)
                 reply = await sub.request({"op": "subscribe", "rid": 2, "topic": topic,
                                            "filter": ""})
                 assert reply["ok"], reply
@@ -100,9 +101,9 @@ async def one_run(events: int, window: int, reliable: bool,
             assert reply["ok"], reply
             for sub in subs:
                 await sub.count_events(1, None, trio.Event())
-            frames = publishes(topic, events, reliable, 1)
+            frames = publishes(topic, events, reliable, batch)
             tune_gc()
-            result = await measure(nursery, pub, subs, frames, 1, window, callgrind_phase)
+            result = await measure(nursery, pub, subs, frames, batch, window, callgrind_phase)
             for node in nodes:
                 node.daemon.stop()
             nursery.cancel_scope.cancel()
@@ -115,16 +116,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--window", type=int, default=256)
     p.add_argument("--reliable", action="store_true")
+    p.add_argument("--batch", type=int, default=1,
+                   help="events per publish request (publish_batch and batched notifies, "
+                        "as the Node.js client sends them) when above 1")
     p.add_argument("--callgrind-phase", action="store_true",
                    help="under callgrind: count the measured phase only (daemon_path.py)")
     args = p.parse_args(argv)
     with open("/proc/loadavg", encoding="ascii") as fh:
         load = fh.read().split()[0]
     kind = "reliable" if args.reliable else "unreliable"
-    print(f"{NODES} nodes in one process, {args.events} {kind} events per run, "
+    per_request = f", {args.batch} per publish request" if args.batch > 1 else ""
+    print(f"{NODES} nodes in one process, {args.events} {kind} events per run{per_request}, "
           f"{args.repeat} runs, load average {load}")
-    runs = [trio.run(one_run, args.events, args.window, args.reliable, args.callgrind_phase)
-            for _ in range(args.repeat)]
+    runs = [trio.run(one_run, args.events, args.window, args.reliable, args.callgrind_phase,
+                     args.batch) for _ in range(args.repeat)]
     costs = [c for _, c in runs]
     print(f"us/event (all nodes) min {min(costs):.1f} median {statistics.median(costs):.1f}; "
           f"events/s max {max(r for r, _ in runs):,.0f}", flush=True)
