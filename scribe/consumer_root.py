@@ -18,13 +18,13 @@ gets the tasks published before its first worker attached).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from chord.kbr import NodeRef
 from matching import Filter, FilterSyntaxError, parse
 from overlay.core.limits import batches
 from overlay.core.pubsub import AttrValue
+from scribe.consumer_hosted import Hosted
 from scribe.consumer_messages import (
     MAX_REPORTED,
     ConsumerAck,
@@ -72,39 +72,6 @@ ReplicasOf = Callable[[str], list[NodeRef]]
 Claim = Callable[[float, str], None]
 
 Key = tuple[str, str]
-
-
-@dataclass
-class Hosted:
-    """A consumer at this root, with what the registry keeps beside it."""
-
-    consumer: Consumer
-    filter_text: str
-    #: Member -> when its lease ends.
-    leases: dict[Member, float] = field(default_factory=dict)
-    #: Changed since it was last persisted and copied.
-    dirty: bool = True
-    #: Resumed from this node's copy as it became root: until then the replicas may
-    #: answer with newer copies (``on_sync``), and members attaching meanwhile wait.
-    gathering_until: float = float("-inf")
-    waiting: set[Member] = field(default_factory=set)
-    #: Fetches of waiting members, answered once they are attached.
-    held_fetches: list[ConsumerFetch] = field(default_factory=list)
-    #: While it gathers: the furthest progress known, to resume from again when the
-    #: gathering ends. The root's log may still be arriving meanwhile (a handover comes
-    #: in parts, newest first): a resume now would count what is not there yet as
-    #: dropped by retention. Nothing is delivered, persisted or copied until then.
-    resume_from: Progress | None = None
-
-    def forget(self, member: Member) -> bool:
-        """``member`` left while it may have waited: nothing of it is held any more.
-        True when it was still waiting (the consumer never had it attached)."""
-        waited = member in self.waiting
-        self.waiting.discard(member)
-        if self.held_fetches:
-            self.held_fetches = [f for f in self.held_fetches
-                                 if Member(f.member.addr, f.sub) != member]
-        return waited
 
 
 class ConsumerRoots:
@@ -273,7 +240,7 @@ class ConsumerRoots:
         names = sorted(self._by_topic.get(msg.topic, ()))
         if msg.name is not None:
             names = [msg.name] if msg.name in names else []
-        reports = [self._report(name, self.hosted[(msg.topic, name)]) for name in names]
+        reports = [self.hosted[(msg.topic, name)].report(name) for name in names]
         if msg.delete:
             for name in names:
                 self.delete(now, msg.topic, name)
@@ -307,16 +274,8 @@ class ConsumerRoots:
         ``consumers``)."""
         found: dict[str, list[dict[str, Any]]] = {}
         for (topic, name), hosted in sorted(self.hosted.items()):
-            found.setdefault(topic, []).append(self._report(name, hosted))
+            found.setdefault(topic, []).append(hosted.report(name))
         return found
-
-    @staticmethod
-    def _report(name: str, hosted: Hosted) -> dict[str, Any]:
-        config = hosted.consumer.config
-        return {"durable": name, "filter": hosted.filter_text, "ack": config.ack,
-                "ack_wait": config.ack_wait, "max_deliver": config.max_deliver,
-                "dead_letter": config.dead_letter, "max_inflight": config.max_inflight,
-                "pull": config.pull, **hosted.consumer.stats()}
 
     # -- as a replica, and taking the root role -----------------------------------------------
 
@@ -528,4 +487,4 @@ def _wants(wanted: Filter) -> Callable[[EventBody], bool]:
     return matches
 
 
-__all__ = ["LEASE_INTERVALS", "ConsumerRoots", "Hosted"]
+__all__ = ["LEASE_INTERVALS", "ConsumerRoots"]
