@@ -13,8 +13,11 @@ the batched setups send them 64 to a publish request, to a subscriber that takes
 batched notifies (docs/API.md: publish_batch, notify_batch).
 Reported: events per second (wall) and process CPU microseconds per event; each
 setup runs ``--repeat`` times and the minimum and median are printed (other work on the
-machine only ever adds time). ``bench/e2e.py`` measures the same path end to end with
-separate client processes, against Mosquitto and Redis.
+machine only ever adds time). Also the cycle collections during the measured phases, by
+generation, and the longest one (CPU time of its thread: the daemon stands still that
+long, a tail of its latency that ``overlay.commands.daemon.GC_YOUNG_THRESHOLD`` sets).
+``bench/e2e.py`` measures the same path end to end with separate client processes,
+against Mosquitto and Redis.
 
 Run: .venv/bin/python bench/daemon_path.py [--events 30000] [--repeat 5] [--setup N]
 
@@ -43,6 +46,7 @@ instructions per event; ``--callgrind-phase`` counts the measured phase only, in
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import statistics
 import subprocess
@@ -68,6 +72,33 @@ from overlay.runtime.serve import Node, build_node  # noqa: E402
 
 TOPIC = "bench"
 PAYLOAD = bytes(100)
+
+
+class GcPauses:
+    """The cycle collections while ``on``: each one's generation and the CPU time of the
+    thread it ran in (the daemon stops for that long: a tail of its latency)."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.seen: list[tuple[int, float]] = []
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if not self.on:
+            return
+        if phase == "start":
+            self._started = time.thread_time()
+        else:
+            self.seen.append((info["generation"], time.thread_time() - self._started))
+
+    def summary(self) -> str:
+        counts = [sum(1 for g, _ in self.seen if g == gen) for gen in (0, 1, 2)]
+        longest = max((t for _, t in self.seen), default=0.0)
+        return f"{counts[0]}/{counts[1]}/{counts[2]}, longest {longest * 1e3:.1f} ms"
+
+
+GC_PAUSES = GcPauses()
+gc.callbacks.append(GC_PAUSES)
 
 
 @dataclass(frozen=True)
@@ -174,10 +205,12 @@ async def measure(nursery: trio.Nursery, pub: Client, subs: list[Client],
     for client, done in zip(subs, counted[1:], strict=True):
         nursery.start_soon(client.count_events, events, None, done)
     started, cpu_started = time.monotonic(), time.process_time()
+    GC_PAUSES.on = True
     await pub.publish_pipelined(frames, per_frame, window)
     with trio.fail_after(120):
         for done in counted:
             await done.wait()
+    GC_PAUSES.on = False
     wall, cpu = time.monotonic() - started, time.process_time() - cpu_started
     if callgrind_phase:
         await callgrind("d", "measured")
@@ -235,13 +268,15 @@ def main(argv: list[str] | None = None) -> int:
     with open("/proc/loadavg", encoding="ascii") as fh:
         load = fh.read().split()[0]
     print(f"{args.events} events per run, {args.repeat} runs per setup, load average {load}")
-    print(f"{'setup':28s} {'us/event min':>13s} {'median':>8s} {'events/s max':>13s}")
+    print(f"{'setup':28s} {'us/event min':>13s} {'median':>8s} {'events/s max':>13s}  "
+          "cycle collections young/older/full (all runs)")
     for setup in SETUPS if args.setup is None else SETUPS[args.setup:args.setup + 1]:
+        GC_PAUSES.seen.clear()
         runs = [trio.run(one_run, setup, args.events, args.window, args.callgrind_phase)
                 for _ in range(args.repeat)]
         costs = [c for _, c in runs]
         print(f"{setup.name:28s} {min(costs):13.1f} {statistics.median(costs):8.1f} "
-              f"{max(r for r, _ in runs):13,.0f}", flush=True)
+              f"{max(r for r, _ in runs):13,.0f}  {GC_PAUSES.summary()}", flush=True)
     return 0
 
 
