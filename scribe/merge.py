@@ -58,7 +58,8 @@ class MergePlan:
 
 
 def plan_merge(mine: Retained, counter: int, theirs: tuple[EventBody, ...],
-               their_counter: int, moved_below: int | None = None) -> MergePlan:
+               their_counter: int, moved_below: int | None = None,
+               passed_through: int = 0) -> MergePlan:
     """How the root holding ``mine`` (numbered up to ``counter``) takes in ``theirs``
     (another root's events, in seq order, numbered up to ``their_counter``).
 
@@ -83,6 +84,10 @@ def plan_merge(mine: Retained, counter: int, theirs: tuple[EventBody, ...],
     under a later number past this root's counter (a merge there moved it) takes that
     number here too (``follow``), unless their log holds another event at its number
     here; so does one their log lacks where the event after the gap names it.
+
+    This root's tree passed every number up to ``passed_through``: an event of theirs it
+    lacks at a free number there moves too (filled in, it would reach no member: each
+    has passed that number; a hole there is a number a merge moved an event from).
     """
     held = mine.events
     by_msg = mine.by_msg
@@ -110,7 +115,8 @@ def plan_merge(mine: Retained, counter: int, theirs: tuple[EventBody, ...],
             # shows it (a publish retried across the heal that this root numbered anew,
             # while the other side's number stood for it there).
             clashes.append(seq)
-        elif by_msg.get(b.msg_id, seq) > seq:
+        elif by_msg.get(b.msg_id, seq) > seq or (
+                here is None and seq <= passed_through and b.msg_id not in by_msg):
             passed.append(seq)
         mine_before = held.get(seq - 1)
         if in_line and mine_before is not None and not b.follows(mine_before[1]) \

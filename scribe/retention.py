@@ -163,10 +163,10 @@ class Retention:
         numbering = topic in self.s.numbering and topic in self.root
         mine = self.root.get(topic) if numbering else self.replica.get(topic)
         if mine is not None:
-            plan = plan_merge(mine, self.s.seq.get(topic, 0), events, counter,
-                              self._moved_below.get(topic))
             # What this node sent down as the root, its subscriptions had already.
             released = self.handled_through(topic) if numbering else 0
+            plan = plan_merge(mine, self.s.seq.get(topic, 0), events, counter,
+                              self._moved_below.get(topic), released)
             if plan.follow:
                 self._follow(now, topic, mine, plan.follow, released)
             if plan.fork is not None and not numbering:
@@ -174,7 +174,8 @@ class Retention:
                 # move some: the plan is made again on the log as adopted).
                 self.adopt_replica(now, topic)
                 plan = plan_merge(self.root[topic], self.s.seq.get(topic, 0), events,
-                                  counter, self._moved_below.get(topic))
+                                  counter, self._moved_below.get(topic),
+                                  self.handled_through(topic))
             if plan.fork is not None:
                 self.merge(now, topic, plan, released)
                 return

@@ -144,6 +144,20 @@ def test_a_later_log_from_a_merge_is_taken_at_its_numbers() -> None:
     assert [(b.msg_id, b.seq) for b in plan.follow] == [("b2", 4), ("b3", 6)]
 
 
+def test_an_event_at_a_number_this_roots_tree_passed_moves_rather_than_fills() -> None:
+    # A merge here moved this root's events from 2..4 to 5..7 (numbers its tree passed
+    # with the other side's events since). A member of that other numbering answers a
+    # gathering with a5 at 2 (held nowhere here) and a2, held here at 6. Filled in at 2,
+    # a5 would reach no member (restart seed 4937 of bench/heal_fuzz.py lost it so).
+    mine = log_of(ev("ff", 1), *chain("a0", "a2", "b1", first=5))
+    theirs = (ev("a5", 2, "ff"), ev("a2", 3, "a5"))
+    plan = plan_merge(mine, 7, theirs, 3, passed_through=7)
+    assert plan.fill == () and moved(plan) == [("a5", 8)]
+    # Where the tree has not passed the number, it is filled as before.
+    unpassed = plan_merge(mine, 7, theirs[:1], 3, passed_through=1)
+    assert [(b.msg_id, b.seq) for b in unpassed.fill] == [("a5", 2)]
+
+
 def test_a_stale_log_of_a_numbering_this_root_merged_moves_nothing() -> None:
     # Their log is the other side's before this root merged it: every event is held
     # here at a later number, none is new, and this root's own events stay.
