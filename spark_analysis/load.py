@@ -71,6 +71,13 @@ _RECORD_TALLY_ARROW = to_arrow_schema(RECORD_TALLY_SCHEMA)
 # to plain anyway. 10M records, loading alone (local[2]): tasks 46.7 against 53.0 CPU s,
 # loading 91.4 against 99.6 CPU s; records/ grows from 137 to 237 MB.
 RECORDS_WRITE_OPTIONS = {"parquet.enable.dictionary": "false"}
+# The records as the workers hand them to Spark: ev, the partition column, is never
+# null (a line without it is malformed), and saying so spares a projection: for a
+# nullable text partition column Spark copies every record once more before the sort,
+# to turn an empty ev into null (the default partition, where an empty ev goes anyway).
+PARSED_SCHEMA = T.StructType(
+    [T.StructField(f.name, f.dataType, f.name != "ev") for f in NORMALIZED_SCHEMA.fields]
+)
 
 
 def rank_of(name: str) -> int | None:
@@ -231,7 +238,7 @@ def load_traces(spark: SparkSession, path: str, out: OutDir, run: str | None = N
     )
     counted = spark.sparkContext.accumulator(Counted(), CountedParam())
     records = files.mapInArrow(
-        partial(parse_files, root=root, run=run, counted=counted), NORMALIZED_SCHEMA
+        partial(parse_files, root=root, run=run, counted=counted), PARSED_SCHEMA
     )
     # Spark sorts each task's records by ev before this write: its partitioned writer
     # has one file open at a time per task, so each partition's rows must come
