@@ -76,6 +76,8 @@ RECORDS_WRITE_OPTIONS = {"parquet.enable.dictionary": "false"}
 # null (a line without it is malformed), and saying so spares a projection: for a
 # nullable text partition column Spark copies every record once more before the sort,
 # to turn an empty ev into null (the default partition, where an empty ev goes anyway).
+# 10M records, loading alone (local[2]): 72.6 and 72.6 CPU s against 76.9 and 79.5, the
+# tasks' threads 35.1-35.4 s against 39.4-40.3.
 PARSED_SCHEMA = T.StructType(
     [T.StructField(f.name, f.dataType, f.name != "ev") for f in NORMALIZED_SCHEMA.fields]
 )
