@@ -16,6 +16,7 @@ from __future__ import annotations
 import gzip
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -71,6 +72,35 @@ _RECORD_TALLY_ARROW = to_arrow_schema(RECORD_TALLY_SCHEMA)
 # to plain anyway. 10M records, loading alone (local[2]): tasks 46.7 against 53.0 CPU s,
 # loading 91.4 against 99.6 CPU s; records/ grows from 137 to 237 MB.
 RECORDS_WRITE_OPTIONS = {"parquet.enable.dictionary": "false"}
+# The records as the workers hand them to Spark: ev, the partition column, is never
+# null (a line without it is malformed), and saying so spares a projection: for a
+# nullable text partition column Spark copies every record once more before the sort,
+# to turn an empty ev into null (the default partition, where an empty ev goes anyway).
+# 10M records, loading alone (local[2]): 72.6 and 72.6 CPU s against 76.9 and 79.5, the
+# tasks' threads 35.1-35.4 s against 39.4-40.3.
+PARSED_SCHEMA = T.StructType(
+    [T.StructField(f.name, f.dataType, f.name != "ev") for f in NORMALIZED_SCHEMA.fields]
+)
+
+# Trace files go to a loading task whole, packed by Spark up to this many bytes a task
+# (its default is 128 MB): each task writes a Parquet file for every record type it
+# holds, and every file costs its writer's set-up, footer and commit (and a chmod
+# process where Hadoop has no native library). 10M records (230 files of 8-12 MB,
+# local[2]), loading alone: 24 tasks and 344 files at 128 MB, 67.4 against 72.6 CPU s
+# at 256 MB (11 tasks, 178 files; the tasks' threads 32.1 against 35.4 s); 384 and
+# 512 MB (8 and 6 tasks) no better (67.0, 67.3), with a larger sort per task.
+LOADING_TASK_BYTES = str(256 << 20)
+
+
+@contextmanager
+def _session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """The session's ``key`` set to ``value`` while the block runs, then as before."""
+    before = spark.conf.get(key)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        spark.conf.set(key, before)
 
 
 def rank_of(name: str) -> int | None:
@@ -231,15 +261,16 @@ def load_traces(spark: SparkSession, path: str, out: OutDir, run: str | None = N
     )
     counted = spark.sparkContext.accumulator(Counted(), CountedParam())
     records = files.mapInArrow(
-        partial(parse_files, root=root, run=run, counted=counted), NORMALIZED_SCHEMA
+        partial(parse_files, root=root, run=run, counted=counted), PARSED_SCHEMA
     )
     # Spark sorts each task's records by ev before this write: its partitioned writer
     # has one file open at a time per task, so each partition's rows must come
     # together. Its concurrent writers (a file open per ev, no sort) cost more CPU in
     # three rounds of measurement (spark_analysis/README.md); the sort stays.
-    records.write.mode("overwrite").partitionBy("ev").options(**RECORDS_WRITE_OPTIONS).parquet(
-        target
-    )
+    with _session_conf(spark, "spark.sql.files.maxPartitionBytes", LOADING_TASK_BYTES):
+        records.write.mode("overwrite").partitionBy("ev").options(
+            **RECORDS_WRITE_OPTIONS
+        ).parquet(target)
     found = counted.value
     by_reason = {r: found.lines.bad[r] for r in BAD_REASONS if found.lines.bad.get(r)}
     samples = found.lines.samples

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_analysis import parse
+from spark_analysis import load, parse
 from spark_analysis.cost import record_tally
 from spark_analysis.lines import parse_line
 from spark_analysis.load import BAD_REASONS, LoadResult, load_traces, rank_of
@@ -303,7 +303,7 @@ def test_load_counts_writes_parquet_and_filters_run(
 
 
 def test_counts_of_files_in_different_tasks_add_up_and_keep_the_first_sample(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The workers' counts reach the driver through the write's accumulator: summed over
     the files, and per reason the sample of the first file (by name) and line, whichever
@@ -314,11 +314,11 @@ def test_counts_of_files_in_different_tasks_add_up_and_keep_the_first_sample(
     _write(d / "a.jsonl", [good, "", "", good, good])
     _write(d / "c.jsonl", [good])
     before = spark.conf.get("spark.sql.files.maxPartitionBytes")
-    spark.conf.set("spark.sql.files.maxPartitionBytes", "1")  # a task per file
-    try:
-        loaded = _load(spark, str(d), tmp_path / "out")
-    finally:
-        spark.conf.set("spark.sql.files.maxPartitionBytes", before)
+    monkeypatch.setattr(load, "LOADING_TASK_BYTES", "1")  # a task per file
+    loaded = _load(spark, str(d), tmp_path / "out")
+    assert len(list((tmp_path / "out" / "records" / "ev=lookup").glob("*.parquet"))) == 3
+    # loading's own size of a task was the session's only while it wrote the records
+    assert spark.conf.get("spark.sql.files.maxPartitionBytes") == before
     assert (loaded.lines, loaded.record_count, loaded.bad_lines) == (10, 6, 4)
     assert loaded.bad_by_reason == {"not a JSON object": 1, "empty line": 3}
     assert loaded.bad_samples == [
@@ -345,6 +345,23 @@ def test_spark_finds_the_files_hidden_globbed_and_compressed(
     assert gz["src_rank"] == 1
     only_top = _load(spark, str(trace_dir / "*.jsonl"), tmp_path / "out2")
     assert (only_top.lines, only_top.record_count) == (len(GOOD) - 1 + len(BAD), len(GOOD) - 1)
+
+
+def test_an_empty_ev_is_a_record_in_spark_s_default_partition(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """An empty ev is text, so the line is a record. The workers tell Spark that ev is
+    never null (the write then copies no record to turn an empty one into null); Spark
+    still writes it under its default partition and reads it back as null."""
+    d = tmp_path / "traces"
+    _write(d / "0a.jsonl", [_compact({"ts": 1.0, "node": "0a", "ev": ""}), json.dumps(GOOD[2])])
+    loaded = _load(spark, str(d), tmp_path / "out")
+    assert (loaded.record_count, loaded.bad_lines) == (2, 0)
+    assert {r["ts"]: r["ev"] for r in loaded.records.collect()} == {1.0: None, 3.5: "lookup"}
+    assert sorted(p.name for p in (tmp_path / "out" / "records").glob("ev=*")) == [
+        "ev=__HIVE_DEFAULT_PARTITION__",
+        "ev=lookup",
+    ]
 
 
 def test_a_folder_without_trace_files_gives_no_records(spark: SparkSession, tmp_path: Path) -> None:
