@@ -171,27 +171,32 @@ def _in_publish_order(bodies: list[EventBody] | tuple[EventBody, ...],
 
 
 def _stranded(mine: Retained, their_log: dict[int, EventBody]) -> tuple[EventBody, ...]:
-    """This root's events at numbers the other log has nothing at, where the event after
-    them there names them (``prev``), directly or through others stranded the same way:
-    the other root numbered past them without their copies (they never reached it), so
-    its tree passed those numbers without them. They move after both counters (members
-    that had them tell the moved copies by msg_id). In seq order."""
+    """This root's events at numbers the other log has nothing at, between two of its
+    events, where the event after them there names them (``prev``), directly or through
+    others stranded the same way (the other root numbered past them without their
+    copies); or that the other log holds under no number at all (a merge there moved its
+    own events away from those numbers, and its members passed them with others). Either
+    way its tree passed those numbers without them. They move after both counters
+    (members that had them tell the moved copies by msg_id). Below their first event
+    their log may have trimmed what it held: nothing moves there. In seq order."""
+    if not their_log:
+        return ()
     found: list[EventBody] = []
     #: What the stranded event just found names before it (stranded too, if held).
     named: str | None = None
+    first, last = min(their_log), max(their_log)
+    theirs = {b.msg_id for b in their_log.values()}
     held = mine.events
-    # Below their first event their log may have trimmed what it held: only a gap
-    # between two of its events shows that it numbered past what it lacked.
-    first = min(their_log, default=0)
     for seq in reversed(held):
         body = held[seq][1]
         after = their_log.get(seq + 1)
-        if seq not in their_log and seq >= mine.complete_from and seq > first and (
-                body.msg_id == named or (after is not None and after.prev == body.msg_id)):
-            found.append(body)
-            named = body.prev
-        else:
+        if seq in their_log or seq < mine.complete_from or seq <= first:
             named = None
+            continue
+        names = body.msg_id == named or (after is not None and after.prev == body.msg_id)
+        if names or (seq < last and body.msg_id not in theirs):
+            found.append(body)
+        named = body.prev if names else None  # a chain of names only
     return tuple(reversed(found))
 
 

@@ -431,6 +431,23 @@ def test_a_merge_that_moved_only_stranded_events_leaves_the_rest_to_a_later_merg
     assert log.by_msg["dd"] == 5
 
 
+def test_an_event_at_a_hole_a_merge_left_in_their_log_moves() -> None:
+    # Their root's merge moved its events away from 2..4 (its members passed those
+    # numbers with others) and renumbered them from 5 on, the first naming nothing. This
+    # root's b4, at 4 and held nowhere in their log, would stay where their side's
+    # members passed: it moves after both counters (restart seeds 6035 and 6227 of
+    # bench/heal_fuzz.py lost an acknowledged event so). b0 and b1, which their log
+    # holds at later numbers, take those numbers (follow); a0 fills its number.
+    mine = log_of(*chain("ff", "b0", "b1", "b4"))
+    theirs = (ev("ff", 1), ev("a0", 5), *chain("b0", "b1", first=6, before="a0"))
+    plan = plan_merge(mine, 4, theirs, 7)
+    assert [(b.msg_id, b.seq) for b in plan.follow] == [("b0", 6), ("b1", 7)]
+    assert [(b.msg_id, b.seq) for b in plan.fill] == [("a0", 5)]
+    assert moved(plan) == [("b4", 8)]
+    # A hole below their first event may be what their log trimmed: nothing moves there.
+    assert plan_merge(mine, 4, theirs[1:], 7).moving == ()
+
+
 def test_events_released_after_the_root_handed_over_do_not_go_down_from_it() -> None:
     # ee waits for its replicas when the key moves away; their confirmations come after
     # the handover. ee went with the log: the new root sends it down. Sent from here, it
