@@ -18,14 +18,16 @@ Events go down the tree in seq order, and a reliable one only once its replicas 
 
 Every tick the root sends a :class:`ReplicaSync` to successors that became replicas
 since the last one (with the retained events) and tells all replicas the counter when
-unreliable events moved it past what they know.
+unreliable events moved it past what they know. A replica the root gave up on for a
+copy is brought up to date the same way once it confirms a copy again
+(:attr:`ReplicaView.lagging`).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from chord.kbr import NodeRef
@@ -40,7 +42,7 @@ from scribe.durability import (
     TrimLog,
 )
 from scribe.merge import MergePlan, plan_merge
-from scribe.messages import ReplicaSync, Replicate, ReplicateAck, Restore
+from scribe.messages import ReplicaSync, Replicate, ReplicateAck, ReplicateAcks, Restore
 from scribe.ordering import Ahead
 from scribe.other_roots import OtherRoots
 from scribe.root_waits import LocalAck, LocalRefuse, Release, RootWaits
@@ -59,6 +61,12 @@ class ReplicaView:
 
     addrs: frozenset[str] = frozenset()
     seq: int = 0
+    #: Replicas given up on for a copy of an event (silent, or unreachable: the other
+    #: side of a partition, say): their copies have a gap. Each is copied the newest
+    #: event every tick until it confirms one, then sent the whole log again, as a new
+    #: replica is (otherwise it could take the key over lacking events this root
+    #: acknowledged, and answer pulls for them with "gone").
+    lagging: set[str] = field(default_factory=set)
 
 
 def _contiguous(events: tuple[EventBody, ...]) -> bool:
@@ -73,7 +81,7 @@ class Retention:
         self.durability = durability
         #: What this root's numbered events wait for before they go down and are answered.
         self.waits = RootWaits(state, local_ack, local_refuse, release, durability, ahead,
-                               self.log)
+                               self.log, self._missed)
         #: Topic -> the lowest seq its persisted log may hold (what was last trimmed to).
         self._persisted_from: dict[str, int] = {}
         #: Topics whose log this node loaded at start and has not numbered since: when it
@@ -278,7 +286,11 @@ class Retention:
         replicas = self.replicas_of(topic) if reliable else []
         if replicas:
             view = self.replica_views.setdefault(topic, ReplicaView())
-            if not view.addrs:  # the first copies: these replicas start from here
+            if not view.addrs and next(iter(retained.events), bodies[0].seq or 0) \
+                    >= (bodies[0].seq or 0):
+                # The log's first copies: these replicas start from here. A root that
+                # holds older events (numbered while it had no replicas: alone on its
+                # side of a partition, say) leaves them to the next tick's sync.
                 view.addrs = frozenset(n.addr for n in replicas)
             view.seq = max(view.seq, bodies[-1].seq or 0)
         # A reliable event waits for the root's own sync too (persisting nodes only).
@@ -329,19 +341,46 @@ class Retention:
                 persisted[topic] = complete_from
                 self.durability.write(TrimLog(topic, complete_from))
 
+    def _missed(self, topic: str, addr: str) -> None:
+        """The root gave replica ``addr`` up on for a copy of one of its ``topic`` events."""
+        self.replica_views.setdefault(topic, ReplicaView()).lagging.add(addr)
+
+    def on_replicate_ack(self, now: float, ack: ReplicateAck) -> None:
+        self._heard_from(ack.topic, ack.replica.addr)
+        self.waits.on_replicate_ack(now, ack)
+
+    def on_replicate_acks(self, now: float, acks: ReplicateAcks) -> None:
+        self._heard_from(acks.topic, acks.replica.addr)
+        self.waits.on_replicate_acks(now, acks)
+
+    def _heard_from(self, topic: str, addr: str) -> None:
+        """A replica confirmed a copy: if it was lagging, the next tick sends it the whole
+        log, as to a new replica."""
+        view = self.replica_views.get(topic)
+        if view is not None and addr in view.lagging:
+            view.lagging.discard(addr)
+            view.addrs -= {addr}
+
     def _sync_replicas(self) -> None:
-        """Bring successors that became replicas up to date; tell every replica the
-        counter when unreliable events moved it."""
+        """Bring successors that became replicas, or that confirmed a copy again after the
+        root gave them up on, up to date; copy the newest event to lagging ones (their
+        confirmation shows them reachable again); tell every replica the counter when
+        unreliable events moved it."""
         s = self.s
         for topic in sorted(s.numbering):
             replicas = self.replicas_of(topic)
             view = self.replica_views.setdefault(topic, ReplicaView())
             counter = s.seq.get(topic, 0)
+            retained = self.root.get(topic)
             runs: list[list[EventBody]] | None = None  # built only for a new replica
             for replica in replicas:
+                if replica.addr in view.lagging and replica.addr in view.addrs:
+                    if retained:
+                        s.send(replica, Replicate(retained.bodies(1)[0], s.me))
+                    else:
+                        view.lagging.discard(replica.addr)  # nothing it could lack
                 if replica.addr not in view.addrs:
                     if runs is None:
-                        retained = self.root.get(topic)
                         bodies = retained.bodies(len(retained)) if retained else []
                         # Oldest first, each a message's worth (the replica completes its
                         # buffer downward from whichever part comes first).
@@ -351,6 +390,7 @@ class Retention:
                 elif counter > view.seq:
                     s.send(replica, ReplicaSync(topic, counter, s.me, ()))
             view.addrs = frozenset(n.addr for n in replicas)
+            view.lagging &= view.addrs
             view.seq = counter
 
     # -- at a replica ------------------------------------------------------------------------

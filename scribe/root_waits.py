@@ -43,6 +43,9 @@ LocalRefuse = Callable[[str, str, str], None]
 Release = Callable[[float, Sequence[EventBody]], None]
 #: The root's log of a topic (None: it holds none).
 RootLog = Callable[[str], Retained | None]
+#: Called when the root gives a replica up on for a copy of one of its events (topic,
+#: the replica's address): that replica's copies of the topic have a gap.
+Missed = Callable[[str, str], None]
 
 
 @dataclass
@@ -62,7 +65,7 @@ class PendingAck:
 class RootWaits:
     def __init__(self, state: ScribeState, local_ack: LocalAck, local_refuse: LocalRefuse,
                  release: Release, durability: Durability, ahead: Ahead,
-                 root_log: RootLog) -> None:
+                 root_log: RootLog, missed: Missed) -> None:
         self.s = state
         self.local_ack = local_ack
         self.local_refuse = local_refuse
@@ -70,6 +73,7 @@ class RootWaits:
         self.durability = durability
         self.ahead = ahead
         self.root_log = root_log
+        self.missed = missed
         #: Topic -> numbered events not sent down yet: seq -> (event, ready to go).
         self.unreleased: dict[str, OrderedDict[int, tuple[EventBody, bool]]] = {}
         #: (topic, msg_id) -> reliable events waiting for replica confirmations.
@@ -211,7 +215,11 @@ class RootWaits:
         self._answer(now, done)
 
     def replica_unreachable(self, now: float, dest: str, msg: Replicate) -> None:
-        self._confirmed(now, msg.body.topic, msg.body.msg_id, msg.body.seq or 0, dest)
+        body = msg.body
+        pending = self.pending.get((body.topic, body.msg_id))
+        if pending is not None and pending.body.seq == body.seq and dest in pending.waiting:
+            self.missed(body.topic, dest)
+        self._confirmed(now, body.topic, body.msg_id, body.seq or 0, dest)
 
     def _confirmed(self, now: float, topic: str, msg_id: str, seq: int,
                    replica_addr: str) -> None:
@@ -241,6 +249,8 @@ class RootWaits:
             if pending.tries >= REPLICATE_TRIES:
                 # Silent replicas are given up on; the root's own copy never is (its
                 # sync comes, or the publish times out at its origin).
+                for addr in sorted(pending.waiting - {s.me.addr}):
+                    self.missed(key[0], addr)
                 pending.waiting &= {s.me.addr}
                 pending.deadline = float("inf")
                 if not pending.waiting:

@@ -5,7 +5,7 @@ key over numbers on from the copies; the publisher's node retries until answered
 from __future__ import annotations
 
 from scribe import ScribeConfig
-from scribe.messages import Publish, PublishAck, Replicate, ReplicateAck
+from scribe.messages import Publish, PublishAck, ReplicaSync, Replicate, ReplicateAck
 from scribe.wire_records import EventBody
 from tests.scribe.helpers import MID, TOPIC, join, make, ref
 
@@ -78,12 +78,72 @@ def test_a_silent_or_unreachable_replica_is_given_up_on() -> None:
     app.on_timer(3.0)
     app.on_timer(4.0)
     app.on_timer(5.0)
-    assert [d for d, _ in host.sent_of(Replicate)] == ["n300", "n400", "n400", "n400"]
+    # (n300, given up on, is copied the newest event every tick: copies(), below.)
+    assert [d for d, _ in host.sent_of(Replicate) if d == "n400"] == ["n400"] * 3
     assert not host.sent_of(PublishAck)
     app.on_timer(6.0)  # the third copy went at 5.0: 1.5 s to answer
     assert not host.sent_of(PublishAck)
     app.on_timer(7.0)
     assert [m.seq for _, m in host.sent_of(PublishAck)] == [1]
+
+
+def copies(host, dest: str) -> list[tuple[str, list[int]]]:
+    """What went to replica ``dest``: ("copy", [seq]) per Replicate, ("sync", seqs) per
+    ReplicaSync that carried events."""
+    return [("copy", [m.body.seq]) if isinstance(m, Replicate)
+            else ("sync", [b.seq for b in m.events])
+            for d, m in host.sent if d == dest
+            and (isinstance(m, Replicate) or (isinstance(m, ReplicaSync) and m.events))]
+
+
+def test_a_replica_given_up_on_gets_the_whole_log_once_it_confirms_a_copy_again() -> None:
+    # A silent replica missed copies the root answered without: were it to take the key
+    # over, it would lack acknowledged events. The root copies it the newest event every
+    # tick; once it confirms one, the next tick sends it the whole log.
+    app, host = root_with_replicas()
+    app.deliver(1.0, MID, Publish(body("aa"), ORIGIN), 2)
+    app.deliver(1.0, MID, Publish(body("bb"), ORIGIN), 2)
+    app.on_direct(1.1, "n300", ReplicateAck(TOPIC, "aa", 1, ref(300)))
+    app.on_direct(1.1, "n300", ReplicateAck(TOPIC, "bb", 2, ref(300)))
+    for now in (2.0, 3.0, 4.0, 5.0, 6.0):
+        app.on_timer(now)
+    assert not host.sent_of(PublishAck)
+    host.clear()
+    app.on_timer(7.0)
+    assert [m.seq for _, m in host.sent_of(PublishAck)] == [1, 2]  # n400 given up on
+    app.on_timer(8.0)
+    assert copies(host, "n400") == [("copy", [2]), ("copy", [2])]  # the newest, per tick
+    assert copies(host, "n300") == []  # it confirmed each copy
+    app.on_direct(8.1, "n400", ReplicateAck(TOPIC, "bb", 2, ref(400)))
+    host.clear()
+    app.on_timer(9.0)
+    app.on_timer(10.0)
+    assert copies(host, "n400") == [("sync", [1, 2])]
+    assert copies(host, "n300") == []
+
+
+def test_replicas_that_come_after_a_root_numbered_alone_get_its_whole_log() -> None:
+    # A root with no replicas (alone on its side of a partition) acknowledged events
+    # only it holds; its first copies after the heal are not where its replicas start.
+    app, host = make(200, root=True, config=CONFIG)
+    app.deliver(0.0, MID, join(101, ""), 1)
+    app.deliver(1.0, MID, Publish(body("aa"), ORIGIN), 2)
+    assert [m.seq for _, m in host.sent_of(PublishAck)] == [1]
+    app.on_timer(2.0)
+    host.replicas = [ref(300), ref(400)]
+    host.clear()
+    app.deliver(3.0, MID, Publish(body("bb"), ORIGIN), 2)
+    app.on_timer(4.0)
+    for dest in ("n300", "n400"):
+        assert copies(host, dest) == [("copy", [2]), ("sync", [1, 2])]
+
+
+def test_a_fresh_topics_first_copies_are_where_its_replicas_start() -> None:
+    app, host = root_with_replicas()
+    app.deliver(1.0, MID, Publish(body("aa"), ORIGIN), 2)
+    app.on_timer(2.0)
+    for dest in ("n300", "n400"):
+        assert copies(host, dest) == [("copy", [1])]
 
 
 def test_unreliable_publishes_skip_the_replicas() -> None:
