@@ -54,11 +54,13 @@ def node_recovery(starts: DataFrame) -> DataFrame:
 
 
 def dropped_reason(reason: str = "reason", topic: str = "topic") -> F.Column:
-    """The kind of a ``storage_dropped`` record: its reason without the seq it names
-    (``event 17: checksum mismatch`` -> ``checksum mismatch``) or a trailing detail in
-    parentheses (``undecodable (ValueError)`` -> ``undecodable``); :data:`WHOLE_FILE`
-    for a record without a topic."""
-    bare = F.regexp_replace(F.regexp_replace(reason, r"^event [0-9]+: ", ""), r" \(.*\)$", "")
+    """The kind of a ``storage_dropped`` record: its reason without the seq or run of
+    seqs it names (``event 17: checksum mismatch``, ``events 8-14: checksum mismatch``
+    -> ``checksum mismatch``) or a trailing detail in parentheses (``undecodable
+    (ValueError)`` -> ``undecodable``); :data:`WHOLE_FILE` for a record without a
+    topic."""
+    named = r"^events? [0-9]+(-[0-9]+)?: "
+    bare = F.regexp_replace(F.regexp_replace(reason, named, ""), r" \(.*\)$", "")
     return F.when(F.col(topic).isNull(), F.lit(WHOLE_FILE)).otherwise(
         F.coalesce(bare, F.lit("unknown"))
     )

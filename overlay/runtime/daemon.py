@@ -45,7 +45,8 @@ from overlay.core.tracing import NodeTracer
 from overlay.runtime.config import ConfigError, DaemonConfig
 from overlay.runtime.crypto import load_key
 from overlay.runtime.driver import CoreDriver
-from overlay.runtime.logstore import LOG_FILE, LoadReport, LogStore, StorageError, StorageWorker
+from overlay.runtime.logstore import LOG_FILE, LoadReport, LogStore, StorageError
+from overlay.runtime.storage_worker import StorageWorker
 from overlay.runtime.transport import Inbound, Transport, TransportConfig, Unreachable
 from scribe.durability import RestoredConsumer, RestoredLog
 

@@ -1,30 +1,22 @@
 """Durable topic logs in SQLite (WAL mode), applied by a worker thread with group commit.
 
-:class:`LogStore` is the file: one row per retained event (topic, seq, msg_id, the
-event's CBOR and a CRC-32 of it), one per topic (the counter and where its log is
-complete from), one per durable consumer (its progress as CBOR, with a CRC-32), one for
-the node that wrote the file. It is used from one thread at a
-time (the worker's), never from the event loop.
+:class:`LogStore` is the file: one row per run of a topic's events appended in one
+transaction (its first and last seq, the events' CBOR and a CRC-32 of it, up to
+``RUN_BYTES`` of events a row: SQLite's cost is per row, and one row per event was most
+of the storage thread's work per event), one per topic (the counter and where its log
+is complete from), one per durable consumer (its progress as CBOR, with a CRC-32), one
+for the node that wrote the file. It is used from one thread at a time (the worker's),
+never from the event loop. A file of schema 1 (one row per event) is converted when it
+is opened.
 
-:class:`StorageWorker` is the daemon's side of :mod:`overlay.core.storage`: the driver
-hands it each ``Persist`` effect's operation in order (:meth:`StorageWorker.submit`);
-its task takes everything submitted so far, applies it in one transaction on a worker
-thread (``trio.to_thread``), and tells the core how far it is synced. Operations that
-arrive while a transaction is being written go in the next one: one sync for all of
-them (group commit), so the rate does not fall to one event per sync.
+Its writer, :class:`overlay.runtime.storage_worker.StorageWorker`, applies a core's
+operations in group commits on a worker thread.
 
 Damaged files are detected, not served: a file that is not a log of ours, a log another
 node wrote, or a row whose CRC does not match raises :class:`StorageError` at load
-(rows are checked one by one: a damaged event is reported and dropped with the rest of
-its topic's log from it on, the replicas have it).
+(rows are checked one by one: a damaged run is reported and dropped with the rest of
+its topic's log from its first event on, the replicas have it).
 
-A write that fails (a full disk, the ``max_bytes`` quota, an I/O error) is not retried
-as it was: the worker applies what it can keep of the failed transaction without the
-events (:func:`scribe.durability.salvage`: trims and drops, which free space, and every
-counter, so that no seq is numbered twice after a restart) and tells the core that the
-events up to there are not stored (``on_storage_failed``), so that it refuses what it
-waited to acknowledge. Later operations go on as usual: one failed batch never blocks
-the ones after it, and the first commit that succeeds ends the failure.
 """
 
 from __future__ import annotations
@@ -34,17 +26,21 @@ import os
 import sqlite3
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
 
 import cbor2
-import trio
 
 from overlay.core.framing import CborEncoder
 from overlay.core.storage import StorageOp, SyncPolicy
-from scribe.consumer_values import Progress
+from overlay.runtime.log_rows import (
+    checked_body_v1,
+    checked_row,
+    checked_run,
+    decode_consumer,
+    event_row,
+)
 from scribe.durability import (
     AppendEvents,
     DeleteConsumer,
@@ -62,11 +58,14 @@ from scribe.wire_records import EventBody
 
 log = logging.getLogger("overlay.storage")
 
-T = TypeVar("T")
-
-#: Bumped when the schema changes; a file of another version is refused.
-SCHEMA_VERSION = 1
+#: Bumped when the schema changes; a file of another version is refused (schema 1 is
+#: converted).
+SCHEMA_VERSION = 2
 LOG_FILE = "topics.sqlite3"
+#: A run's row is closed once its events' payloads reach this many bytes (an event
+#: larger than that is a run of its own): a trim frees a run once all of its events are
+#: trimmed, so this bounds what a topic keeps on disk beyond its retention.
+RUN_BYTES = 64 * 1024
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -75,14 +74,6 @@ CREATE TABLE IF NOT EXISTS topics (
     counter INTEGER NOT NULL,
     complete_from INTEGER NOT NULL
 );
-CREATE TABLE IF NOT EXISTS events (
-    topic TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    msg_id TEXT NOT NULL,
-    body BLOB NOT NULL,
-    crc INTEGER NOT NULL,
-    PRIMARY KEY (topic, seq)
-) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS consumers (
     topic TEXT NOT NULL,
     name TEXT NOT NULL,
@@ -92,6 +83,22 @@ CREATE TABLE IF NOT EXISTS consumers (
 ) WITHOUT ROWID;
 """
 
+#: Events in runs (schema 2): each row holds events of one topic appended together, in
+#: the order they were appended; its rowid orders the rows as written. An event at a
+#: seq another row written before holds is ignored (the first kept stands, as a log
+#: keeps it), and a trim deletes the rows all of whose events it dropped.
+_RUNS = """
+CREATE TABLE IF NOT EXISTS runs (
+    topic TEXT NOT NULL,
+    first_seq INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    crc INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_of_topic ON runs (topic, last_seq);
+"""
+
+_INSERT_RUN = "INSERT INTO runs VALUES (?, ?, ?, ?, ?)"
 
 #: A topic's row with its counter raised to the given seq (created with its log complete
 #: from the given seq; an existing row keeps where its log is complete from).
@@ -129,8 +136,10 @@ class LogStore:
         self.policy = policy
         #: The quota on the file (None: none), as configured (``[storage] max_bytes``).
         self.max_bytes = max_bytes
-        #: Encodes the rows' events (one per event; the store is used by one thread).
+        #: Encodes the rows' runs of events (the store is used by one thread).
         self._encode = CborEncoder()
+        #: What converting a schema-1 file dropped as damaged: the next load reports it.
+        self._upgrade_dropped: list[tuple[str, str]] = []
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -149,16 +158,51 @@ class LogStore:
     def _claim(self, node: str) -> None:
         rows = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
         if not rows:
+            self._db.executescript(_RUNS)
             self._db.executemany("INSERT INTO meta VALUES (?, ?)",
                                  [("schema", str(SCHEMA_VERSION)), ("node", node)])
             return
-        if rows.get("schema") != str(SCHEMA_VERSION):
-            raise StorageError(f"{self.path}: schema {rows.get('schema')!r}, this daemon "
-                               f"reads {SCHEMA_VERSION}")
         if rows.get("node") != node:
             raise StorageError(f"{self.path}: the log of node {rows.get('node')}, not of "
                                f"this node ({node}): a state directory copied from "
                                "another node? Move it away to start empty")
+        if rows.get("schema") == "1":
+            self._upgrade_from_1()
+        elif rows.get("schema") != str(SCHEMA_VERSION):
+            raise StorageError(f"{self.path}: schema {rows.get('schema')!r}, this daemon "
+                               f"reads {SCHEMA_VERSION}")
+
+    def _upgrade_from_1(self) -> None:
+        """Convert a schema-1 file (one row per event) to runs, in one transaction. Its
+        rows are checked as its load did: a damaged one is dropped with what follows in
+        its topic's log, and reported by the next :meth:`load`."""
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            for statement in filter(str.strip, _RUNS.split(";")):
+                db.execute(statement)
+            topics = [t for (t,) in db.execute("SELECT DISTINCT topic FROM events "
+                                               "ORDER BY topic").fetchall()]
+            for topic in topics:
+                kept: list[EventBody] = []
+                for seq, msg_id, data, crc in db.execute(
+                        "SELECT seq, msg_id, body, crc FROM events WHERE topic = ? "
+                        "ORDER BY seq", (topic,)).fetchall():
+                    body = checked_body_v1(topic, seq, msg_id, data, crc)
+                    if isinstance(body, str):
+                        self._upgrade_dropped.append((topic, body))
+                        break
+                    kept.append(body)
+                db.executemany(_INSERT_RUN, self._run_rows(topic, kept))
+            db.execute("DROP TABLE events")
+            db.execute("UPDATE meta SET value = ? WHERE key = 'schema'",
+                       (str(SCHEMA_VERSION),))
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        log.warning("storage: %s converted from schema 1 to %d", self.path, SCHEMA_VERSION)
 
     def _limit(self, max_bytes: int) -> None:
         """SQLite refuses a write that needs a page past ``max_bytes`` with SQLITE_FULL,
@@ -175,42 +219,35 @@ class LogStore:
     def apply(self, ops: Sequence[StorageOp]) -> None:
         """Apply ``ops`` in one transaction (synced on commit under ``always``)."""
         db = self._db
-        # Runs of appends (the common operation, one per event) go in as one statement,
-        # with one counter update per topic: half the statements of one op at a time.
-        rows: list[tuple[str, int, str, bytearray, int]] = []
-        #: topic -> (the first append's lowest seq, the highest seq appended)
-        spans: dict[str, tuple[int, int]] = {}
+        # A topic's appends (the common operation) go in as runs, one row each, with one
+        # counter update per topic.
+        appended: dict[str, list[EventBody]] = {}
+        #: topic -> the lowest seq of its first append since the last flush
+        first_of: dict[str, int] = {}
 
         def flush() -> None:
-            if rows:
-                db.executemany("INSERT OR IGNORE INTO events VALUES (?, ?, ?, ?, ?)", rows)
-                rows.clear()
-            for topic, (first, last) in spans.items():
+            if not appended:
+                return
+            for topic, events in appended.items():
+                db.executemany(_INSERT_RUN, self._run_rows(topic, events))
                 # complete_from is set by the append that creates the topic's row only.
                 db.execute(_RAISE_COUNTER,
-                           (topic, last, first))
-            spans.clear()
+                           (topic, max(b.seq or 0 for b in events), first_of[topic]))
+            appended.clear()
+            first_of.clear()
 
         try:
             db.execute("BEGIN")
             for op in ops:
                 if isinstance(op, MoveEvents):
-                    flush()  # the rows leave before their new numbers come
-                    db.executemany("DELETE FROM events WHERE topic = ? AND seq = ?",
-                                   [(op.topic, seq) for seq in op.moved_from])
+                    flush()  # the events leave before their new numbers come
+                    self._remove(op.topic, set(op.moved_from))
                 if isinstance(op, AppendEvents | MoveEvents):
-                    seqs = []
-                    for body in op.events:
-                        data = _encode_body(body, self._encode)
-                        seq = body.seq or 0
-                        seqs.append(seq)
-                        # A bytearray is bound as a BLOB at once; bytes first go through
-                        # sqlite3's adapter look-ups (a sixth of a row's insert, measured).
-                        rows.append((op.topic, seq, body.msg_id, bytearray(data),
-                                     zlib.crc32(data)))
-                    span = spans.get(op.topic)
-                    spans[op.topic] = (min(seqs), max(seqs)) if span is None \
-                        else (span[0], max(span[1], *seqs))
+                    if op.events:
+                        if op.topic not in appended:
+                            appended[op.topic] = []
+                            first_of[op.topic] = min(b.seq or 0 for b in op.events)
+                        appended[op.topic].extend(op.events)
                 else:
                     flush()  # in order: a trim or drop sees the appends before it
                     self._apply_other(op)
@@ -220,6 +257,53 @@ class LogStore:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
+
+    def _run_rows(self, topic: str, events: Sequence[EventBody]
+                  ) -> list[tuple[str, int, int, bytearray, int]]:
+        """``events`` (in the order appended) as rows of runs, each closed once its
+        payloads reach ``RUN_BYTES``."""
+        rows: list[tuple[str, int, int, bytearray, int]] = []
+        start, size = 0, 0
+        for i, body in enumerate(events):
+            size += len(body.payload)
+            if size >= RUN_BYTES or i == len(events) - 1:
+                rows.append(self._run_row(topic, events[start:i + 1]))
+                start, size = i + 1, 0
+        return rows
+
+    def _run_row(self, topic: str, events: Sequence[EventBody]
+                 ) -> tuple[str, int, int, bytearray, int]:
+        data = self._encode([event_row(body) for body in events])
+        seqs = [body.seq or 0 for body in events]
+        # A bytearray is bound as a BLOB at once; bytes first go through sqlite3's
+        # adapter look-ups.
+        return topic, min(seqs), max(seqs), bytearray(data), zlib.crc32(data)
+
+    def _remove(self, topic: str, seqs: set[int]) -> None:
+        """Take the events at ``seqs`` out of ``topic``'s runs (a merge moved them): each
+        run holding one is written again without it, keeping its place in write order.
+        A damaged run is left as it is (its load reports it)."""
+        if not seqs:
+            return
+        db = self._db
+        found = db.execute("SELECT rowid, body, crc FROM runs WHERE topic = ? AND "
+                           "last_seq >= ? AND first_seq <= ?",
+                           (topic, min(seqs), max(seqs))).fetchall()
+        for rowid, data, crc in found:
+            if zlib.crc32(data) != crc:
+                continue
+            rows = cbor2.loads(data)
+            kept = [row for row in rows if row[0] not in seqs]
+            if len(kept) == len(rows):
+                continue
+            if not kept:
+                db.execute("DELETE FROM runs WHERE rowid = ?", (rowid,))
+                continue
+            kept_data = self._encode(kept)
+            db.execute("UPDATE runs SET first_seq = ?, last_seq = ?, body = ?, crc = ? "
+                       "WHERE rowid = ?", (min(r[0] for r in kept), max(r[0] for r in kept),
+                                           bytearray(kept_data), zlib.crc32(kept_data),
+                                           rowid))
 
     def salvage(self, ops: Sequence[StorageOp]) -> list[StorageOp]:
         """What to apply of ``ops`` after they failed together (see the module docs)."""
@@ -231,12 +315,13 @@ class LogStore:
             db.execute(_RAISE_COUNTER,
                        (op.topic, op.seq, op.seq + 1))
         elif isinstance(op, TrimLog):
-            db.execute("DELETE FROM events WHERE topic = ? AND seq < ?",
+            # A run part of which is kept stays whole; the load skips its trimmed events.
+            db.execute("DELETE FROM runs WHERE topic = ? AND last_seq < ?",
                        (op.topic, op.complete_from))
             db.execute("UPDATE topics SET complete_from = max(complete_from, ?) "
                        "WHERE topic = ?", (op.complete_from, op.topic))
         elif isinstance(op, DropLog):
-            db.execute("DELETE FROM events WHERE topic = ?", (op.topic,))
+            db.execute("DELETE FROM runs WHERE topic = ?", (op.topic,))
             db.execute("DELETE FROM topics WHERE topic = ?", (op.topic,))
         elif isinstance(op, SaveConsumer):
             data = cbor2.dumps([op.progress.to_wire(), op.filter])
@@ -273,6 +358,8 @@ class LogStore:
         started = time.perf_counter()
         loaded_at = time.time()  # the clock of the events' ts: their ages (RestoredLog.age)
         report = LoadReport()
+        report.dropped.extend(self._upgrade_dropped)
+        self._upgrade_dropped = []
         try:
             topics = self._db.execute(
                 "SELECT topic, counter, complete_from FROM topics ORDER BY topic").fetchall()
@@ -308,7 +395,7 @@ class LogStore:
         rows = self._db.execute("SELECT topic, name, body, crc FROM consumers "
                                 "ORDER BY topic, name").fetchall()
         for topic, name, data, crc in rows:
-            found = _checked_row(data, crc, f"consumer {name}", _decode_consumer)
+            found = checked_row(data, crc, f"consumer {name}", decode_consumer)
             if isinstance(found, str):
                 report.dropped.append((topic, found))
                 self._db.execute("DELETE FROM consumers WHERE topic = ? AND name = ?",
@@ -319,161 +406,36 @@ class LogStore:
 
     def _load_topic(self, topic: str, counter: int, complete_from: int, loaded_at: float
                     ) -> tuple[RestoredLog, str | None]:
-        events: list[EventBody] = []
+        held: dict[int, EventBody] = {}
+        #: The first seq of the lowest damaged run, and what was wrong with it.
+        damage: tuple[int, str] | None = None
+        db = self._db
+        rows = db.execute("SELECT first_seq, last_seq, body, crc FROM runs WHERE topic = ? "
+                          "ORDER BY rowid", (topic,)).fetchall()
+        for first, last, data, crc in rows:
+            found = checked_run(topic, first, last, data, crc)
+            if isinstance(found, str):
+                if damage is None or first < damage[0]:
+                    damage = (first, found)
+                continue
+            for body in found:
+                seq = body.seq or 0
+                if seq >= complete_from:
+                    held.setdefault(seq, body)  # the first written stands
         problem = None
-        rows = self._db.execute("SELECT seq, msg_id, body, crc FROM events WHERE topic = ? "
-                                "ORDER BY seq", (topic,))
-        for seq, msg_id, data, crc in rows:
-            body = _checked_body(topic, seq, msg_id, data, crc)
-            if isinstance(body, str):
-                # Keep what comes before the damage; the rest comes back from replicas
-                # (the node holds them as copies complete only up to there).
-                problem = body
-                self._db.execute("DELETE FROM events WHERE topic = ? AND seq >= ?",
-                                 (topic, seq))
-                break
-            events.append(body)
-        if problem is not None:
-            # The log is complete up to the damage only: what follows is not served.
-            counter = max(counter, events[-1].seq or 0) if events else counter
-        return RestoredLog(topic, counter, complete_from, tuple(events), loaded_at), problem
+        if damage is not None:
+            # Keep what comes before the damage, written again as runs; the rest comes
+            # back from replicas (the node holds them as copies complete only up to
+            # there). The log is complete up to the damage only: what follows is not
+            # served.
+            problem = damage[1]
+            held = {seq: body for seq, body in held.items() if seq < damage[0]}
+            db.execute("DELETE FROM runs WHERE topic = ?", (topic,))
+            kept = [held[seq] for seq in sorted(held)]
+            db.executemany(_INSERT_RUN, self._run_rows(topic, kept))
+            counter = max(counter, kept[-1].seq or 0) if kept else counter
+        events = tuple(held[seq] for seq in sorted(held))
+        return RestoredLog(topic, counter, complete_from, events, loaded_at), problem
 
 
-def _encode_body(body: EventBody, encode: CborEncoder) -> bytes:
-    """What a row stores of an event beyond its topic and seq (in their own columns): a
-    CBOR array, cheaper to make than the event's wire map (one per event, on the worker
-    thread that shares the interpreter with the event loop)."""
-    row: tuple[Any, ...] = (body.msg_id, body.attrs, body.payload, body.publisher, body.ts)
-    if body.prev is not None:
-        return encode((*row, body.ttl, body.prev))
-    return encode(row if body.ttl is None else (*row, body.ttl))
-
-
-def _checked_row(data: object, crc: int, what: str, decode: Callable[[Any], T]) -> T | str:
-    """A stored row's CBOR decoded and checked by ``decode``, or what is wrong with it
-    (``what``: the row, for the report). Any decoding or checking failure is damage."""
-    if not isinstance(data, bytes) or zlib.crc32(data) != crc:
-        return f"{what}: checksum mismatch"
-    try:
-        return decode(cbor2.loads(data))
-    except Exception as exc:  # any decoding or checking failure is damage
-        return f"{what}: undecodable ({type(exc).__name__})"
-
-
-def _decode_consumer(row: Any) -> tuple[Progress, str]:
-    wire, filter_text = row
-    if type(filter_text) is not str:
-        raise TypeError("the filter is text")
-    return Progress.from_wire(wire), filter_text
-
-
-def _checked_body(topic: str, seq: int, msg_id: str, data: bytes, crc: int
-                  ) -> EventBody | str:
-    """The stored event, or what is wrong with it."""
-    def decode(row: Any) -> EventBody:
-        # Five fields, the ttl sixth when the event has one or a prev, the prev seventh
-        # when it has one (rows written before events had a prev have five or six).
-        stored_id, attrs, payload, publisher, ts, *rest = row
-        if len(rest) > 2:
-            raise ValueError("an event row has 5 to 7 fields")
-        # EventBody checks every field as it does a peer's (a ValueError if one is bad).
-        return EventBody(topic, stored_id, seq, attrs, payload, publisher, ts, *rest)
-
-    body = _checked_row(data, crc, f"event {seq}", decode)
-    if isinstance(body, EventBody) and body.msg_id != msg_id:
-        return f"event {seq}: does not match its row"
-    return body
-
-
-#: The core's ``on_synced``: every operation up to this number is on disk.
-Synced = Callable[[int], None]
-#: The core's ``on_storage_failed``: the events of operations up to this number that
-#: were not reported synced are not stored (why: the error's text).
-Failed = Callable[[int, str], None]
-
-
-class StorageWorker:
-    """Applies a core's storage operations in order, in group commits, on a thread."""
-
-    def __init__(self, store: LogStore) -> None:
-        self.store = store
-        self._queued: list[StorageOp] = []
-        #: Operations submitted so far (the core's persist count).
-        self.submitted = 0
-        self.synced = 0
-        self.commits = 0
-        #: Transactions that failed, and the last one's error while no commit has
-        #: succeeded since (None: the store is writing).
-        self.failures = 0
-        self.failing: str | None = None
-        self._wake = trio.Event()
-
-    def submit(self, op: StorageOp) -> None:
-        self._queued.append(op)
-        self.submitted += 1
-        self._wake.set()
-
-    async def run(self, on_synced: Synced, on_failed: Failed) -> None:
-        """Until cancelled: apply what was submitted, one transaction at a time."""
-        policy = self.store.policy
-        async with trio.open_nursery() as nursery:
-            if policy.mode == "interval":
-                nursery.start_soon(self._sync_every, policy.interval_ms / 1000)
-            while True:
-                await self._wake.wait()
-                self._wake = trio.Event()
-                ops, self._queued = self._queued, []
-                through = self.submitted
-                try:
-                    await trio.to_thread.run_sync(self.store.apply, ops)
-                except (sqlite3.Error, OSError) as exc:
-                    await self._salvage(ops, str(exc))
-                    on_failed(through, str(exc))
-                    continue
-                self.commits += 1
-                self.synced = through
-                if self.failing is not None:
-                    log.warning("storage: writing again after %d failed transactions",
-                                self.failures)
-                    self.failing = None
-                on_synced(through)
-
-    async def _salvage(self, ops: list[StorageOp], error: str) -> None:
-        """``ops`` failed together: apply what can be kept of them. If even that fails,
-        it goes first in the next transaction, after a pause (a full disk is not
-        retried at the rate operations come)."""
-        self.failures += 1
-        if self.failing != error:  # once per failure, not per transaction
-            log.error("storage: a write failed (%s); its events are not stored, reliable "
-                      "publishes are refused (storage_error) until a write succeeds", error)
-        self.failing = error
-        kept = self.store.salvage(ops)
-        try:
-            await trio.to_thread.run_sync(self.store.apply, kept)
-        except (sqlite3.Error, OSError) as exc:
-            self.failures += 1
-            log.error("storage: keeping the counters and trims failed too (%s); "
-                      "retried", exc)
-            self._queued = kept + self._queued
-            await trio.sleep(0.1)
-            self._wake.set()
-        else:
-            self.commits += 1
-
-    async def _sync_every(self, seconds: float) -> None:
-        while True:
-            await trio.sleep(seconds)
-            try:
-                await trio.to_thread.run_sync(self.store.sync_wal)
-            except OSError as exc:
-                log.error("storage: syncing the log failed (%s)", exc)
-
-    def stats(self) -> dict[str, int | str | None]:
-        """``failing``: the last error while no commit has succeeded since (None: the
-        store is writing)."""
-        return {"submitted": self.submitted, "synced": self.synced, "commits": self.commits,
-                "failures": self.failures, "failing": self.failing,
-                "max_bytes": self.store.max_bytes}
-
-
-__all__ = ["LOG_FILE", "LoadReport", "LogStore", "StorageError", "StorageWorker"]
+__all__ = ["LOG_FILE", "RUN_BYTES", "LoadReport", "LogStore", "StorageError"]

@@ -45,8 +45,8 @@ RECORDS = [
     recover(A, 100.0, "t", 1, 10, 2.0),
     recover(B, 50.0, "t", 0, 0, 7.5),
     dropped(B, "t", "event 17: checksum mismatch"),
-    dropped(B, "u", "event 3: checksum mismatch"),
-    dropped(B, "v", "event 4: undecodable (ValueError)"),
+    dropped(B, "u", "events 3-9: checksum mismatch"),  # a run (the daemon's store)
+    dropped(B, "v", "events 4-4: undecodable (ValueError)"),
     # C's file was refused whole: it loaded nothing, so wrote no recover record.
     dropped(C, None, "/var/lib/overlay/topics.sqlite3: damaged (file is not a database)"),
     {"ts": 10.0, "node": A, "ev": "drop", "topic": "t", "reason": "ttl", "ms": 99.0},

@@ -16,7 +16,8 @@ import trio
 
 from overlay.core.storage import StorageOp, SyncPolicy
 from overlay.runtime.config import ConfigError, build_config
-from overlay.runtime.logstore import LOG_FILE, LogStore, StorageError, StorageWorker
+from overlay.runtime.logstore import LOG_FILE, RUN_BYTES, LogStore, StorageError
+from overlay.runtime.storage_worker import StorageWorker
 from scribe.consumer_values import ConsumerConfig, Progress
 from scribe.durability import (
     AppendEvents,
@@ -58,6 +59,11 @@ CASES: dict[str, list[StorageOp]] = {
         AppendEvents("t", (body("t", 5),)),
         AppendEvents("t", (body("t", 4),)),
     ],
+    "a later event at a held seq is ignored": [
+        AppendEvents("t", (body("t", 3), body("t", 4))),
+        AppendEvents("t", (body("t", 5),)),
+        AppendEvents("t", (replace(body("t", 6), seq=4),)),
+    ],
     "trim then append": [
         AppendEvents("t", tuple(body("t", s) for s in range(1, 11))),
         TrimLog("t", 6),
@@ -80,6 +86,13 @@ CASES: dict[str, list[StorageOp]] = {
     "move": [
         AppendEvents("t", tuple(body("t", s) for s in range(1, 5))),
         MoveEvents("t", (2, 3), (renumbered(2, 5), renumbered(3, 6), body("t", 7))),
+    ],
+    # Every event of the second append moves (its run goes), then one of the first's.
+    "moves that empty a run": [
+        AppendEvents("t", (body("t", 1), body("t", 2))),
+        AppendEvents("t", (body("t", 3), body("t", 4))),
+        MoveEvents("t", (3, 4), (renumbered(3, 5), renumbered(4, 6))),
+        MoveEvents("t", (1,), (renumbered(1, 7),)),
     ],
     # Rows of five fields (no ttl, no prev), six (a ttl), seven (a prev, with or without
     # a ttl): an event keeps the link to the one before it across a restart.
@@ -118,6 +131,8 @@ def test_stores_agree_on_every_case(store: Store, case: str, tmp_path: Path) -> 
     expected = {
         "appends out of order, repeated": [RestoredLog("t", 5, 3, tuple(
             body("t", s) for s in (3, 4, 5)))],
+        "a later event at a held seq is ignored": [RestoredLog("t", 5, 3, tuple(
+            body("t", s) for s in (3, 4, 5)))],
         "trim then append": [RestoredLog("t", 11, 6, tuple(body("t", s) for s in range(6, 12)))],
         "counter beyond the events": [RestoredLog("a", 40, 1, (body("a", 1),)),
                                       RestoredLog("b", 7, 8, ())],
@@ -125,6 +140,8 @@ def test_stores_agree_on_every_case(store: Store, case: str, tmp_path: Path) -> 
         "large payload": [RestoredLog("big", 1, 1, (body("big", 1, b"\x00" * 1_000_000),))],
         "move": [RestoredLog("t", 7, 1, (body("t", 1), body("t", 4), renumbered(2, 5),
                                          renumbered(3, 6), body("t", 7)))],
+        "moves that empty a run": [RestoredLog("t", 7, 1, (
+            body("t", 2), renumbered(3, 5), renumbered(4, 6), renumbered(1, 7)))],
         "links and ttls": [RestoredLog("t", 4, 1, (body("t", 1), linked(2), linked(3, 60.0),
                                                    replace(body("t", 4), ttl=5.0)))],
     }[case]
@@ -132,53 +149,172 @@ def test_stores_agree_on_every_case(store: Store, case: str, tmp_path: Path) -> 
 
 
 def filled_store(tmp_path: Path, count: int = 20) -> Path:
+    """Topic t's events 1..count in runs of seven (one transaction each), u's one."""
     store = LogStore(tmp_path / LOG_FILE, NODE, SyncPolicy())
-    store.apply([AppendEvents("t", tuple(body("t", s) for s in range(1, count + 1))),
-                 AppendEvents("u", (body("u", 1),))])
+    for first in range(1, count + 1, 7):
+        store.apply([AppendEvents("t", tuple(body("t", s) for s in
+                                             range(first, min(first + 7, count + 1))))])
+    store.apply([AppendEvents("u", (body("u", 1),))])
     store.close()
     return tmp_path / LOG_FILE
 
 
-def test_a_flipped_bit_in_an_event_drops_it_and_what_follows_in_its_topic(
-        tmp_path: Path) -> None:
-    path = filled_store(tmp_path)
+def runs_of(path: Path, topic: str) -> list[tuple[int, int]]:
     db = sqlite3.connect(path)
-    data = db.execute("SELECT body FROM events WHERE topic = 't' AND seq = 8").fetchone()[0]
-    flipped = bytes([data[0]]) + bytes([data[1] ^ 0x01]) + data[2:]
-    db.execute("UPDATE events SET body = ? WHERE topic = 't' AND seq = 8", (flipped,))
+    try:
+        return db.execute("SELECT first_seq, last_seq FROM runs WHERE topic = ? "
+                          "ORDER BY rowid", (topic,)).fetchall()
+    finally:
+        db.close()
+
+
+def rewrite_run(path: Path, first: int, data: bytes, crc: int | None = None) -> None:
+    """Put ``data`` (with its CRC, or ``crc``) in topic t's run that starts at ``first``."""
+    db = sqlite3.connect(path)
+    db.execute("UPDATE runs SET body = ?, crc = ? WHERE topic = 't' AND first_seq = ?",
+               (data, zlib.crc32(data) if crc is None else crc, first))
     db.commit()
     db.close()
+
+
+def test_a_flipped_bit_in_a_run_drops_it_and_what_follows_in_its_topic(
+        tmp_path: Path) -> None:
+    path = filled_store(tmp_path)
+    assert runs_of(path, "t") == [(1, 7), (8, 14), (15, 20)]
+    db = sqlite3.connect(path)
+    data, crc = db.execute("SELECT body, crc FROM runs WHERE topic = 't' AND first_seq = 8"
+                           ).fetchone()
+    db.close()
+    rewrite_run(path, 8, bytes([data[0]]) + bytes([data[1] ^ 0x01]) + data[2:], crc)
     store = LogStore(path, NODE, SyncPolicy())
     report = store.load()
-    assert report.dropped == [("t", "event 8: checksum mismatch")]
+    assert report.dropped == [("t", "events 8-14: checksum mismatch")]
     logs = {log.topic: log for log in report.logs}
     assert [e.seq for e in logs["t"].events] == list(range(1, 8))
     assert logs["t"].counter == 20  # never numbered below what it knew
     assert [e.seq for e in logs["u"].events] == [1]  # other topics untouched
-    # The damaged rows are gone: the next start serves no damage, and reports none.
+    # The damaged runs are gone: the next start serves no damage, and reports none.
     store.close()
+    assert runs_of(path, "t") == [(1, 7)]
     again = LogStore(path, NODE, SyncPolicy())
+    assert [e.seq for e in again.load().logs[0].events] == list(range(1, 8))
     assert again.load().dropped == []
 
 
-@pytest.mark.parametrize("extra", [1, 2, 3])
-def test_an_event_row_of_eight_fields_or_a_bad_prev_is_damage(tmp_path: Path,
-                                                              extra: int) -> None:
-    # A row checksummed right but not an event: five fields and at most a ttl and a
-    # prev. (A prev that is no msg_id is refused as a peer's would be.)
+def run_data(rows: list[list[object]]) -> bytes:
+    return cbor2.dumps(rows)
+
+
+def event_row(seq: int, extra: int = 0) -> list[object]:
+    """Seq ``seq``'s event as a run stores it, with ``extra`` of ttl, prev, one more."""
+    return [seq, f"{seq:032x}", {}, b"p", "cd" * 16, 1700000000.0 + seq, None,
+            f"{seq - 1:032x}", None][:6 + extra]
+
+
+@pytest.mark.parametrize(("rows", "wrong"), [
+    ([event_row(s, 2) for s in range(8, 15)], None),  # a ttl (none) and a prev: fine
+    ([event_row(s, 1) for s in range(8, 15)], None),  # a ttl only: fine
+    ([event_row(8, 3)] + [event_row(s) for s in range(9, 15)], "ValueError"),  # 9 fields
+    ([[*event_row(8, 1), "not hex"]] + [event_row(s) for s in range(9, 15)], "ValueError"),
+    ([event_row(s) for s in range(8, 16)], "ValueError"),  # 15: past the run's last seq
+    ([event_row(s) for s in range(7, 15)], "ValueError"),  # 7: before its first
+    ([], "ValueError"),  # no event
+    ({"8": event_row(8)}, "ValueError"),  # not an array
+    ([[8.0, *event_row(8)[1:]]], "ValueError"),  # a seq that is no integer
+], ids=["prev", "ttl", "nine fields", "bad prev", "past last", "before first", "empty",
+        "map", "float seq"])
+def test_a_run_that_is_not_events_within_its_seqs_is_damage(
+        tmp_path: Path, rows: list[list[object]], wrong: str | None) -> None:
+    # Checksummed right but not a run of events: each six fields and at most a ttl and
+    # a prev, its seq within the run's. (A prev that is no msg_id is refused as a
+    # peer's would be.)
     path = filled_store(tmp_path)
-    row = [f"{8:032x}", {}, b"p", "cd" * 16, 1700000008.0, None, f"{7:032x}", None][:5 + extra]
-    if extra == 2:
-        row[6] = "not hex"
-    data = cbor2.dumps(row)
+    rewrite_run(path, 8, run_data(rows))
+    report = LogStore(path, NODE, SyncPolicy()).load()
+    dropped = [] if wrong is None else [("t", f"events 8-14: undecodable ({wrong})")]
+    assert report.dropped == dropped
+    served = [e.seq for e in report.logs[0].events]
+    assert served == (list(range(1, 21)) if wrong is None else list(range(1, 8)))
+
+
+@pytest.mark.parametrize(("payloads", "runs"), [
+    ([RUN_BYTES // 2, RUN_BYTES // 2 - 1, 10], [(1, 3)]),  # one byte short: one run
+    ([RUN_BYTES // 2, RUN_BYTES // 2, 10], [(1, 2), (3, 3)]),  # at the bound: closed
+    ([RUN_BYTES + 1, 10, 10], [(1, 1), (2, 3)]),  # one event past the bound: its own
+], ids=["under", "at", "past"])
+def test_a_run_is_closed_when_its_payloads_reach_run_bytes(
+        tmp_path: Path, payloads: list[int], runs: list[tuple[int, int]]) -> None:
+    store = LogStore(tmp_path / LOG_FILE, NODE, SyncPolicy())
+    events = tuple(body("t", s, b"x" * size) for s, size in enumerate(payloads, start=1))
+    store.apply([AppendEvents("t", events)])
+    assert runs_of(tmp_path / LOG_FILE, "t") == runs
+    assert store.load().logs[0].events == events
+    store.close()
+
+
+def v1_file(path: Path, rows: list[tuple[str, int, bytes]]) -> None:
+    """A schema-1 file (one row per event, its CBOR without the seq) of node NODE."""
     db = sqlite3.connect(path)
-    db.execute("UPDATE events SET body = ?, crc = ? WHERE topic = 't' AND seq = 8",
-               (data, zlib.crc32(data)))
+    db.executescript("""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE topics (topic TEXT PRIMARY KEY, counter INTEGER NOT NULL,
+                             complete_from INTEGER NOT NULL);
+        CREATE TABLE events (topic TEXT NOT NULL, seq INTEGER NOT NULL,
+                             msg_id TEXT NOT NULL, body BLOB NOT NULL, crc INTEGER NOT NULL,
+                             PRIMARY KEY (topic, seq)) WITHOUT ROWID;
+        CREATE TABLE consumers (topic TEXT NOT NULL, name TEXT NOT NULL, body BLOB NOT NULL,
+                                crc INTEGER NOT NULL, PRIMARY KEY (topic, name)) WITHOUT ROWID;
+    """)
+    db.executemany("INSERT INTO meta VALUES (?, ?)", [("schema", "1"), ("node", NODE)])
+    db.executemany("INSERT INTO topics VALUES (?, ?, ?)", [("t", 9, 2), ("u", 1, 1)])
+    db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)",
+                   [(topic, seq, f"{seq:032x}", data, zlib.crc32(data))
+                    for topic, seq, data in rows])
     db.commit()
     db.close()
-    report = LogStore(path, NODE, SyncPolicy()).load()
-    dropped = [] if extra == 1 else [("t", "event 8: undecodable (ValueError)")]
-    assert report.dropped == dropped
+
+
+def v1_row(seq: int, prev: bool = False) -> bytes:
+    row: list[object] = [f"{seq:032x}", {"n": seq, "s": "x"}, b"p", "cd" * 16,
+                         1700000000.0 + seq]
+    return cbor2.dumps([*row, None, f"{seq - 1:032x}"] if prev else row)
+
+
+def test_a_schema_1_file_is_converted_to_runs_and_served(tmp_path: Path) -> None:
+    path = tmp_path / LOG_FILE
+    v1_file(path, [("t", 2, v1_row(2)), ("t", 3, v1_row(3, prev=True)), ("u", 1, v1_row(1))])
+    store = LogStore(path, NODE, SyncPolicy())
+    report = store.load()
+    assert report.dropped == []
+    assert report.logs == [
+        RestoredLog("t", 9, 2, (body("t", 2), replace(linked(3), ttl=None)),
+                    report.logs[0].loaded_at),
+        RestoredLog("u", 1, 1, (body("u", 1),), report.logs[1].loaded_at)]
+    store.close()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() == ("2",)
+    assert db.execute("SELECT name FROM sqlite_master WHERE name = 'events'").fetchall() == []
+    db.close()
+    again = LogStore(path, NODE, SyncPolicy())  # converted once: served as it is now
+    assert [log.events for log in again.load().logs] == [log.events for log in report.logs]
+    again.close()
+
+
+def test_a_damaged_schema_1_row_is_dropped_with_what_follows_and_reported(
+        tmp_path: Path) -> None:
+    path = tmp_path / LOG_FILE
+    v1_file(path, [("t", 2, v1_row(2)), ("t", 3, b"\xff" + v1_row(3)[1:]),
+                   ("t", 4, v1_row(4))])
+    db = sqlite3.connect(path)
+    db.execute("UPDATE events SET crc = 0 WHERE seq = 3")
+    db.commit()
+    db.close()
+    store = LogStore(path, NODE, SyncPolicy())
+    report = store.load()
+    assert report.dropped == [("t", "event 3: checksum mismatch")]
+    assert [e.seq for e in report.logs[0].events] == [2]
+    assert store.load().dropped == []  # reported once
+    store.close()
 
 
 def test_another_nodes_log_is_refused(tmp_path: Path) -> None:

@@ -14,7 +14,8 @@ import trio
 
 from overlay.core.storage import SyncPolicy
 from overlay.runtime.config import MIN_STORAGE_BYTES, ConfigError, Storage, build_config
-from overlay.runtime.logstore import LOG_FILE, LogStore, StorageWorker
+from overlay.runtime.logstore import LOG_FILE, LogStore
+from overlay.runtime.storage_worker import StorageWorker
 from scribe.durability import AppendEvents, NoteCounter, TrimLog
 from scribe.wire_records import EventBody
 
