@@ -376,7 +376,8 @@ class Retention:
             for replica in replicas:
                 if replica.addr in view.lagging and replica.addr in view.addrs:
                     if retained:
-                        s.send(replica, Replicate(retained.bodies(1)[0], s.me))
+                        newest = retained.events[retained.last_seq()][1]
+                        s.send(replica, Replicate(newest, s.me))
                     else:
                         view.lagging.discard(replica.addr)  # nothing it could lack
                 if replica.addr not in view.addrs:
