@@ -26,6 +26,7 @@ from scribe.durability import Durability
 from scribe.membership import Membership
 from scribe.messages import Publish, PublishAck, Publishes, PublishRefused, Restore
 from scribe.retention import Retention
+from scribe.root_pulls import restore_after
 from scribe.root_waits import Release
 from scribe.state import ScribeState
 from scribe.wire_records import EventBody, message_runs, numbered_run
@@ -248,8 +249,7 @@ class Publishing:
         and pulls wait, replays are asked again."""
         s, retention = self.s, self.retention
         retention.restored.discard(topic)
-        log = retention.log(topic)
-        holds = 0 if log is None else log.contiguous_through()
+        holds = restore_after(retention.log(topic))
         replicas = retention.replicas_of(topic)
         for replica in replicas:
             s.send(replica, Restore(topic, s.me, holds))

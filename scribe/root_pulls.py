@@ -20,6 +20,14 @@ from scribe.stream import Retained
 from scribe.summaries import Digest
 
 
+def restore_after(log: Retained | None) -> int:
+    """Where a root asks a member or replica for the events it lacks from
+    (:class:`Restore`): past its log's contiguous reach, both taken to hold the same
+    events up to there (an answer whose first event shows otherwise is asked for again
+    from the log's start: ``Retention._asked_again``)."""
+    return 0 if log is None else log.contiguous_through()
+
+
 class RootPulls:
     def __init__(self, state: ScribeState, root_log: RootLog, released: Released,
                  copies: RootLog) -> None:
@@ -80,8 +88,7 @@ class RootPulls:
         every event up to there (the former root failed with each of its replicas, and
         members that received its last events may be their only holders), ask the
         member for the events it handled beyond what the root holds."""
-        log = self.root_log(topic)
-        holds = 0 if log is None else log.contiguous_through()
+        holds = restore_after(self.root_log(topic))
         if position > holds:
             self.s.send(member, Restore(topic, self.s.me, holds))
 
@@ -107,4 +114,4 @@ class RootPulls:
             after = reached
 
 
-__all__ = ["RootPulls"]
+__all__ = ["RootPulls", "restore_after"]
