@@ -53,6 +53,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,17 +77,24 @@ PAYLOAD = bytes(100)
 
 
 class GcPauses:
-    """The cycle collections while ``on``: each one's generation and the CPU time of the
-    thread it ran in (the daemon stops for that long: a tail of its latency)."""
+    """The cycle collections inside :meth:`watching`: each one's generation and the CPU
+    time of the thread it ran in (the daemon stops for that long: a tail of its latency)."""
 
     def __init__(self) -> None:
-        self.on = False
         self.seen: list[tuple[int, float]] = []
         self._started = 0.0
 
+    @contextmanager
+    def watching(self) -> Iterator[None]:
+        """Collections are noted only in here: the gc callback is registered only then
+        (not for whoever imports this module, such as bench/peer_path.py)."""
+        gc.callbacks.append(self)
+        try:
+            yield
+        finally:
+            gc.callbacks.remove(self)
+
     def __call__(self, phase: str, info: dict[str, int]) -> None:
-        if not self.on:
-            return
         if phase == "start":
             self._started = time.thread_time()
         else:
@@ -98,7 +107,6 @@ class GcPauses:
 
 
 GC_PAUSES = GcPauses()
-gc.callbacks.append(GC_PAUSES)
 
 
 @dataclass(frozen=True)
@@ -205,12 +213,11 @@ async def measure(nursery: trio.Nursery, pub: Client, subs: list[Client],
     for client, done in zip(subs, counted[1:], strict=True):
         nursery.start_soon(client.count_events, events, None, done)
     started, cpu_started = time.monotonic(), time.process_time()
-    GC_PAUSES.on = True
-    await pub.publish_pipelined(frames, per_frame, window)
-    with trio.fail_after(120):
-        for done in counted:
-            await done.wait()
-    GC_PAUSES.on = False
+    with GC_PAUSES.watching():
+        await pub.publish_pipelined(frames, per_frame, window)
+        with trio.fail_after(120):
+            for done in counted:
+                await done.wait()
     wall, cpu = time.monotonic() - started, time.process_time() - cpu_started
     if callgrind_phase:
         await callgrind("d", "measured")

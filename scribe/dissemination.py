@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from collections.abc import Sequence as Seq
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from chord.kbr import NodeRef
@@ -52,7 +52,9 @@ class HandledEvent:
     #: This node's depth when it first got the event.
     hop: int
     plain_done: bool = False
-    searches: dict[str, GroupSearch] = field(default_factory=dict)
+    #: The anycast groups served from this node for the event, made for the first one
+    #: (most events serve none, and an empty dict per event per node costs).
+    searches: dict[str, GroupSearch] | None = None
 
 
 #: The group runs of a copy that serves no anycast group.
@@ -141,17 +143,18 @@ class Dissemination:
                 groups.update(edge.digest.groups)
         served = sorted(groups) if groups else ()
         stream = tree.stream
+        remember = self.memory.remember
         with self.edge_runs():
             for body in bodies:
                 moved = self._moved(tree, body)
                 handled = HandledEvent(body, 0)
-                self.memory.remember(now, handled)
-                assert body.seq is not None
-                if stream.through is not None and body.seq <= stream.through:
+                remember(now, handled)
+                seq = body.seq
+                assert seq is not None
+                if stream.through is not None and seq <= stream.through:
                     continue  # handled already (caught up when this node took the root role)
-                stream.through = body.seq
-                self._spread(now, tree, handled, True, served, upstream=None,
-                             deliver=not moved)
+                stream.through = seq
+                self._spread(now, tree, topic_subs, handled, True, served, None, not moved)
 
     def matching_ahead(self, topic: str, bodies: Seq[EventBody]
                        ) -> AbstractContextManager[None]:
@@ -212,8 +215,8 @@ class Dissemination:
             handled = HandledEvent(body, ev.hop)
             self.memory.remember(now, handled)
             s.wake(now)
-        self._spread(now, tree, handled, ev.plain and not handled.plain_done, ev.groups,
-                     upstream=ev.sender, deliver=not moved)
+        self._spread(now, tree, s.subs.topic(body.topic), handled,
+                     ev.plain and not handled.plain_done, ev.groups, ev.sender, not moved)
 
     def _moved(self, tree: TopicTree | None, body: EventBody) -> bool:
         """Whether this node handled ``body``'s event already under another number: a
@@ -239,8 +242,9 @@ class Dissemination:
         tree = s.trees.get(handled.body.topic)
         topic_subs = s.subs.topic(handled.body.topic)
         plan: Plan = {}
+        searches = handled.searches or {}
         for group in groups:
-            search = handled.searches.get(group)
+            search = searches.get(group)
             if search is not None:
                 back: list[str] = []
                 self._steer(now, tree, topic_subs, handled, group, search, plan, back)
@@ -250,29 +254,37 @@ class Dissemination:
 
     # -- one step ------------------------------------------------------------------------------
 
-    def _spread(self, now: float, tree: TopicTree, handled: HandledEvent, plain: bool,
-                groups: Iterable[str], upstream: NodeRef | None, deliver: bool = True) -> None:
-        """``deliver``: to local subscriptions too (not an event they had already)."""
-        s = self.s
+    def _spread(self, now: float, tree: TopicTree, topic_subs: TopicSubscriptions | None,
+                handled: HandledEvent, plain: bool, groups: Seq[str],
+                upstream: NodeRef | None, deliver: bool) -> None:
+        """``topic_subs``: the local subscriptions to the event's topic (the caller's
+        look-up, once for a run at the root); ``deliver``: to them too (not an event they
+        had already)."""
         attrs = handled.body.attrs
-        topic_subs = s.subs.topic(handled.body.topic)
         plan: Plan = {}
         if plain:
             handled.plain_done = True
             if topic_subs is not None and deliver:
                 for sub in topic_subs.matching_plain(attrs):
                     self.deliver_to(now, sub, handled)
-            filtered = s.config.summaries
-            for edge in tree.children.values():
-                if not filtered or edge.digest.plain_may_match(attrs):
-                    plan[edge.ref.id] = (True, [])
-        back: list[str] = []
-        for group in groups:
-            if group in handled.searches:
-                continue  # already being served from this node
-            search = handled.searches[group] = GroupSearch(upstream)
-            self._steer(now, tree, topic_subs, handled, group, search, plan, back)
-        if plan:  # most often nobody below (a leaf, or the root of a local topic)
+            children = tree.children
+            if children:  # most often nobody below (a leaf, or the root of a local topic)
+                filtered = self.s.config.summaries
+                for edge in children.values():
+                    if not filtered or edge.digest.plain_may_match(attrs):
+                        plan[edge.ref.id] = (True, [])
+        back: list[str] | None = None
+        if groups:
+            back = []
+            searches = handled.searches
+            if searches is None:
+                searches = handled.searches = {}
+            for group in groups:
+                if group in searches:
+                    continue  # already being served from this node
+                search = searches[group] = GroupSearch(upstream)
+                self._steer(now, tree, topic_subs, handled, group, search, plan, back)
+        if plan:
             self._send(now, tree, handled, plan)
         if back:
             self._hand_back(handled, back, upstream)

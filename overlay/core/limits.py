@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, TypeVar
 
 #: Largest frame body (bytes after the 4-byte length) accepted by default: 1 MiB.
@@ -103,11 +104,13 @@ class SizeLimits:
             raise ValueError(f"max_frame must be at least {MIN_MAX_FRAME} bytes, "
                              f"got {self.max_frame}")
 
-    @property
+    # Worked out once per instance (frozen: they never change): the API looks at
+    # max_payload for every event it is given, and a property chain is two calls.
+    @cached_property
     def max_event(self) -> int:
         return self.max_frame - ENVELOPE_BYTES
 
-    @property
+    @cached_property
     def max_payload(self) -> int:
         return self.max_event - ATTRS_ROOM_BYTES
 

@@ -253,7 +253,7 @@ class CoreService(Generic[N]):
         ts = time.time()  # one turn of the reader: the same publish time for all
         msg_ids = [self._msg_id(request) for request in requests]
         outcomes = self._publish_all(requests, msg_ids, ts)
-        self.counters["published"] += sum(o is None for o in outcomes)
+        self.counters["published"] += outcomes.count(None)
         return [PublishResult(msg_id, None) if o is None else o
                 for msg_id, o in zip(msg_ids, outcomes, strict=True)]
 
@@ -279,7 +279,7 @@ class CoreService(Generic[N]):
             else:
                 self.pending.discard(waiter)
                 done(refused)
-        self.counters["published"] += sum(o is None for o in outcomes)
+        self.counters["published"] += outcomes.count(None)
         return [True] * len(requests)
 
     async def publish(self, request: Publish) -> PublishResult:
