@@ -74,7 +74,7 @@ def main() -> None:
         runs = [one_run(batches, args.events) for _ in range(args.repeat)]
         writes = [w for w, _ in runs]
         print(f"{per_append:17d} {per_transaction:15d} {statistics.median(writes):21.2f} "
-              f"{min(writes):6.2f} {statistics.median(l for _, l in runs):20.2f}")
+              f"{min(writes):6.2f} {statistics.median(load for _, load in runs):20.2f}")
 
 
 if __name__ == "__main__":
