@@ -88,19 +88,23 @@ PARSED_SCHEMA = T.StructType(
 # process where Hadoop has no native library). 10M records (230 files of 8-12 MB,
 # local[2]), loading alone: 24 tasks and 344 files at 128 MB, 67.4 against 72.6 CPU s
 # at 256 MB (11 tasks, 178 files; the tasks' threads 32.1 against 35.4 s); 384 and
-# 512 MB (8 and 6 tasks) no better (67.0, 67.3), with a larger sort per task.
+# 512 MB (8 and 6 tasks) no better (67.0, 67.3), with a larger sort per task. A
+# spark.sql.files.maxPartitionBytes the user set (session, builder, --conf) wins.
 LOADING_TASK_BYTES = str(256 << 20)
 
 
 @contextmanager
-def _session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
-    """The session's ``key`` set to ``value`` while the block runs, then as before."""
-    before = spark.conf.get(key)
+def _session_default(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """The session's ``key`` at ``value`` while the block runs, unless the user set it
+    (in the session, the builder or ``--conf``): then the user's value stays."""
+    if spark.conf.get(key, None) is not None:  # None: never set, Spark's default holds
+        yield
+        return
     spark.conf.set(key, value)
     try:
         yield
     finally:
-        spark.conf.set(key, before)
+        spark.conf.unset(key)
 
 
 def rank_of(name: str) -> int | None:
@@ -267,7 +271,7 @@ def load_traces(spark: SparkSession, path: str, out: OutDir, run: str | None = N
     # has one file open at a time per task, so each partition's rows must come
     # together. Its concurrent writers (a file open per ev, no sort) cost more CPU in
     # three rounds of measurement (spark_analysis/README.md); the sort stays.
-    with _session_conf(spark, "spark.sql.files.maxPartitionBytes", LOADING_TASK_BYTES):
+    with _session_default(spark, "spark.sql.files.maxPartitionBytes", LOADING_TASK_BYTES):
         records.write.mode("overwrite").partitionBy("ev").options(
             **RECORDS_WRITE_OPTIONS
         ).parquet(target)

@@ -56,6 +56,7 @@ GOOD = [
         "ms": 2.5,
     },
 ]
+TASK_BYTES = "spark.sql.files.maxPartitionBytes"
 BAD = {
     "not json": "not a JSON object",
     "[1, 2]": "not a JSON object",
@@ -313,12 +314,12 @@ def test_counts_of_files_in_different_tasks_add_up_and_keep_the_first_sample(
     _write(d / "b.jsonl", ["", good, "[1]", good])
     _write(d / "a.jsonl", [good, "", "", good, good])
     _write(d / "c.jsonl", [good])
-    before = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    assert spark.conf.get(TASK_BYTES, None) is None  # the user has not set it
     monkeypatch.setattr(load, "LOADING_TASK_BYTES", "1")  # a task per file
     loaded = _load(spark, str(d), tmp_path / "out")
     assert len(list((tmp_path / "out" / "records" / "ev=lookup").glob("*.parquet"))) == 3
     # loading's own size of a task was the session's only while it wrote the records
-    assert spark.conf.get("spark.sql.files.maxPartitionBytes") == before
+    assert spark.conf.get(TASK_BYTES, None) is None
     assert (loaded.lines, loaded.record_count, loaded.bad_lines) == (10, 6, 4)
     assert loaded.bad_by_reason == {"not a JSON object": 1, "empty line": 3}
     assert loaded.bad_samples == [
@@ -327,6 +328,26 @@ def test_counts_of_files_in_different_tasks_add_up_and_keep_the_first_sample(
     ]
     assert loaded.records.count() == 6
     assert loaded.tally.groupBy().sum("n").first()[0] == 6
+
+
+def test_a_task_size_the_user_set_is_kept_while_loading(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A ``spark.sql.files.maxPartitionBytes`` the user set explicitly packs the files
+    into tasks, not loading's own :data:`load.LOADING_TASK_BYTES` (which puts these
+    three small files in fewer tasks), and stays set: one byte, a task (and a Parquet
+    file) per trace file."""
+    d = tmp_path / "traces"
+    for name in ("a", "b", "c"):
+        _write(d / f"{name}.jsonl", [json.dumps(GOOD[2])])
+    spark.conf.set(TASK_BYTES, "1")
+    try:
+        loaded = _load(spark, str(d), tmp_path / "out")
+        assert spark.conf.get(TASK_BYTES, None) == "1"
+    finally:
+        spark.conf.unset(TASK_BYTES)
+    assert len(list((tmp_path / "out" / "records" / "ev=lookup").glob("*.parquet"))) == 3
+    assert loaded.record_count == 3
 
 
 def test_spark_finds_the_files_hidden_globbed_and_compressed(
