@@ -184,16 +184,24 @@ class LogStore:
             topics = [t for (t,) in db.execute("SELECT DISTINCT topic FROM events "
                                                "ORDER BY topic").fetchall()]
             for topic in topics:
+                # Row by row from the cursor, a run written at a time (reading one table
+                # while writing another): a log may be larger than memory allows twice.
                 kept: list[EventBody] = []
+                size = 0
                 for seq, msg_id, data, crc in db.execute(
                         "SELECT seq, msg_id, body, crc FROM events WHERE topic = ? "
-                        "ORDER BY seq", (topic,)).fetchall():
+                        "ORDER BY seq", (topic,)):
                     body = checked_body_v1(topic, seq, msg_id, data, crc)
                     if isinstance(body, str):
                         self._upgrade_dropped.append((topic, body))
                         break
                     kept.append(body)
-                db.executemany(_INSERT_RUN, self._run_rows(topic, kept))
+                    size += len(body.payload)
+                    if size >= RUN_BYTES:
+                        db.execute(_INSERT_RUN, self._run_row(topic, kept))
+                        kept, size = [], 0
+                if kept:
+                    db.execute(_INSERT_RUN, self._run_row(topic, kept))
             db.execute("DROP TABLE events")
             db.execute("UPDATE meta SET value = ? WHERE key = 'schema'",
                        (str(SCHEMA_VERSION),))
@@ -410,8 +418,10 @@ class LogStore:
         #: The first seq of the lowest damaged run, and what was wrong with it.
         damage: tuple[int, str] | None = None
         db = self._db
+        # Row by row from the cursor, not fetched at once: a topic's runs may be most of
+        # the file, and only one run's blob need be in memory beside the events.
         rows = db.execute("SELECT first_seq, last_seq, body, crc FROM runs WHERE topic = ? "
-                          "ORDER BY rowid", (topic,)).fetchall()
+                          "ORDER BY rowid", (topic,))
         for first, last, data, crc in rows:
             found = checked_run(topic, first, last, data, crc)
             if isinstance(found, str):

@@ -274,8 +274,8 @@ def v1_file(path: Path, rows: list[tuple[str, int, bytes]]) -> None:
     db.close()
 
 
-def v1_row(seq: int, prev: bool = False) -> bytes:
-    row: list[object] = [f"{seq:032x}", {"n": seq, "s": "x"}, b"p", "cd" * 16,
+def v1_row(seq: int, prev: bool = False, payload: bytes = b"p") -> bytes:
+    row: list[object] = [f"{seq:032x}", {"n": seq, "s": "x"}, payload, "cd" * 16,
                          1700000000.0 + seq]
     return cbor2.dumps([*row, None, f"{seq - 1:032x}"] if prev else row)
 
@@ -298,6 +298,17 @@ def test_a_schema_1_file_is_converted_to_runs_and_served(tmp_path: Path) -> None
     again = LogStore(path, NODE, SyncPolicy())  # converted once: served as it is now
     assert [log.events for log in again.load().logs] == [log.events for log in report.logs]
     again.close()
+
+
+def test_a_schema_1_log_is_converted_into_runs_bounded_by_run_bytes(tmp_path: Path) -> None:
+    path = tmp_path / LOG_FILE
+    half = b"x" * (RUN_BYTES // 2)
+    v1_file(path, [("t", seq, v1_row(seq, payload=half)) for seq in (2, 3, 4, 5, 6)])
+    store = LogStore(path, NODE, SyncPolicy())
+    assert [(e.seq, e.payload) for e in store.load().logs[0].events] == [
+        (seq, half) for seq in (2, 3, 4, 5, 6)]
+    store.close()
+    assert runs_of(path, "t") == [(2, 3), (4, 5), (6, 6)]
 
 
 def test_a_damaged_schema_1_row_is_dropped_with_what_follows_and_reported(
