@@ -62,8 +62,9 @@ log = logging.getLogger("overlay.storage")
 #: converted).
 SCHEMA_VERSION = 2
 LOG_FILE = "topics.sqlite3"
-#: A run's row is closed once its events' payloads reach this many bytes (an event
-#: larger than that is a run of its own): a trim frees a run once all of its events are
+#: A run's row is closed once its events reach this many bytes (``EventBody.cost``, the
+#: size model's weight: payload, attributes and what is around them; an event larger
+#: than that is a run of its own): a trim frees a run once all of its events are
 #: trimmed, so this bounds what a topic keeps on disk beyond its retention.
 RUN_BYTES = 64 * 1024
 
@@ -196,7 +197,7 @@ class LogStore:
                         self._upgrade_dropped.append((topic, body))
                         break
                     kept.append(body)
-                    size += len(body.payload)
+                    size += body.cost()
                     if size >= RUN_BYTES:
                         db.execute(_INSERT_RUN, self._run_row(topic, kept))
                         kept, size = [], 0
@@ -269,11 +270,11 @@ class LogStore:
     def _run_rows(self, topic: str, events: Sequence[EventBody]
                   ) -> list[tuple[str, int, int, bytearray, int]]:
         """``events`` (in the order appended) as rows of runs, each closed once its
-        payloads reach ``RUN_BYTES``."""
+        events reach ``RUN_BYTES`` (as the size model weighs them, attributes too)."""
         rows: list[tuple[str, int, int, bytearray, int]] = []
         start, size = 0, 0
         for i, body in enumerate(events):
-            size += len(body.payload)
+            size += body.cost()
             if size >= RUN_BYTES or i == len(events) - 1:
                 rows.append(self._run_row(topic, events[start:i + 1]))
                 start, size = i + 1, 0

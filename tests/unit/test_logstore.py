@@ -237,18 +237,40 @@ def test_a_run_that_is_not_events_within_its_seqs_is_damage(
     assert served == (list(range(1, 21)) if wrong is None else list(range(1, 8)))
 
 
-@pytest.mark.parametrize(("payloads", "runs"), [
-    ([RUN_BYTES // 2, RUN_BYTES // 2 - 1, 10], [(1, 3)]),  # one byte short: one run
-    ([RUN_BYTES // 2, RUN_BYTES // 2, 10], [(1, 2), (3, 3)]),  # at the bound: closed
-    ([RUN_BYTES + 1, 10, 10], [(1, 1), (2, 3)]),  # one event past the bound: its own
-], ids=["under", "at", "past"])
-def test_a_run_is_closed_when_its_payloads_reach_run_bytes(
-        tmp_path: Path, payloads: list[int], runs: list[tuple[int, int]]) -> None:
+@pytest.mark.parametrize(("short", "runs"), [
+    (1, [(1, 3)]),  # the first two weigh one byte less than RUN_BYTES: one run
+    (0, [(1, 2), (3, 3)]),  # exactly RUN_BYTES: the run is closed
+], ids=["under", "at"])
+def test_a_run_is_closed_when_its_events_weigh_run_bytes(
+        tmp_path: Path, short: int, runs: list[tuple[int, int]]) -> None:
+    # Weighed as the size model weighs them (EventBody.cost): the second event's payload
+    # is chosen so that the first two weigh RUN_BYTES - short (payloads of one CBOR
+    # length class, so the overhead found with a probe holds).
+    first = body("t", 1, b"x" * (RUN_BYTES // 2))
+    overhead = body("t", 2, b"x" * (RUN_BYTES // 2)).cost() - RUN_BYTES // 2
+    second = body("t", 2, b"x" * (RUN_BYTES - short - first.cost() - overhead))
+    assert first.cost() + second.cost() == RUN_BYTES - short
+    events = (first, second, body("t", 3))
     store = LogStore(tmp_path / LOG_FILE, NODE, SyncPolicy())
-    events = tuple(body("t", s, b"x" * size) for s, size in enumerate(payloads, start=1))
     store.apply([AppendEvents("t", events)])
     assert runs_of(tmp_path / LOG_FILE, "t") == runs
     assert store.load().logs[0].events == events
+    store.close()
+
+
+def test_a_run_is_bounded_by_its_events_bytes_not_their_payloads_alone(
+        tmp_path: Path) -> None:
+    # Events with large attributes and no payload: about 20 kB each, so the fourth
+    # passes RUN_BYTES and closes the run; one event past the bound is a run of its own.
+    events = tuple(EventBody("t", f"{seq:032x}", seq, {"s": "y" * 20_000}, b"", "cd" * 16,
+                             1700000000.0) for seq in range(1, 6))
+    assert sum(e.cost() for e in events[:3]) < RUN_BYTES <= sum(e.cost() for e in events[:4])
+    big = (body("u", 1, b"x" * (RUN_BYTES + 1)), body("u", 2), body("u", 3))
+    store = LogStore(tmp_path / LOG_FILE, NODE, SyncPolicy())
+    store.apply([AppendEvents("t", events), AppendEvents("u", big)])
+    assert runs_of(tmp_path / LOG_FILE, "t") == [(1, 4), (5, 5)]
+    assert runs_of(tmp_path / LOG_FILE, "u") == [(1, 1), (2, 3)]
+    assert [log.events for log in store.load().logs] == [events, big]
     store.close()
 
 
