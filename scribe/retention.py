@@ -286,8 +286,8 @@ class Retention:
         replicas = self.replicas_of(topic) if reliable else []
         if replicas:
             view = self.replica_views.setdefault(topic, ReplicaView())
-            if not view.addrs and next(iter(retained.events), bodies[0].seq or 0) \
-                    >= (bodies[0].seq or 0):
+            first = bodies[0].seq or 0
+            if not view.addrs and next(iter(retained.events), first) >= first:
                 # The log's first copies: these replicas start from here. A root that
                 # holds older events (numbered while it had no replicas: alone on its
                 # side of a partition, say) leaves them to the next tick's sync.

@@ -69,18 +69,12 @@ def decode_consumer(row: Any) -> tuple[Progress, str]:
 
 
 def checked_body_v1(topic: str, seq: int, msg_id: str, data: bytes, crc: int
-                     ) -> EventBody | str:
-    """A schema-1 row's event (one row per event), or what is wrong with it."""
-    def decode(row: Any) -> EventBody:
-        # Five fields, the ttl sixth when the event has one or a prev, the prev seventh
-        # when it has one (rows written before events had a prev have five or six).
-        stored_id, attrs, payload, publisher, ts, *rest = row
-        if len(rest) > 2:
-            raise ValueError("an event row has 5 to 7 fields")
-        # EventBody checks every field as it does a peer's (a ValueError if one is bad).
-        return EventBody(topic, stored_id, seq, attrs, payload, publisher, ts, *rest)
-
-    body = checked_row(data, crc, f"event {seq}", decode)
+                    ) -> EventBody | str:
+    """A schema-1 row's event (one row per event), or what is wrong with it. Its CBOR is
+    a run's event without the seq, which had a column of its own (rows written before
+    events had a prev have five or six fields)."""
+    body = checked_row(data, crc, f"event {seq}",
+                       lambda row: _stored_event(topic, [seq, *row], seq, seq))
     if isinstance(body, EventBody) and body.msg_id != msg_id:
         return f"event {seq}: does not match its row"
     return body

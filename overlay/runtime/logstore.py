@@ -26,7 +26,7 @@ import os
 import sqlite3
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,6 +101,21 @@ CREATE INDEX IF NOT EXISTS runs_of_topic ON runs (topic, last_seq);
 
 _INSERT_RUN = "INSERT INTO runs VALUES (?, ?, ?, ?, ?)"
 
+
+def _runs(events: Iterable[EventBody]) -> Iterator[list[EventBody]]:
+    """``events``, in their order, cut into runs each closed once its events weigh
+    ``RUN_BYTES`` (``EventBody.cost``, the size model's weight: attributes too)."""
+    run: list[EventBody] = []
+    size = 0
+    for body in events:
+        run.append(body)
+        size += body.cost()
+        if size >= RUN_BYTES:
+            yield run
+            run, size = [], 0
+    if run:
+        yield run
+
 #: A topic's row with its counter raised to the given seq (created with its log complete
 #: from the given seq; an existing row keeps where its log is complete from).
 _RAISE_COUNTER = ("INSERT INTO topics VALUES (?, ?, ?) ON CONFLICT(topic) DO UPDATE "
@@ -159,7 +174,7 @@ class LogStore:
     def _claim(self, node: str) -> None:
         rows = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
         if not rows:
-            self._db.executescript(_RUNS)
+            self._create_runs()
             self._db.executemany("INSERT INTO meta VALUES (?, ?)",
                                  [("schema", str(SCHEMA_VERSION)), ("node", node)])
             return
@@ -173,6 +188,12 @@ class LogStore:
             raise StorageError(f"{self.path}: schema {rows.get('schema')!r}, this daemon "
                                f"reads {SCHEMA_VERSION}")
 
+    def _create_runs(self) -> None:
+        """The runs table and its index (statement by statement: ``executescript``
+        would commit a transaction under way)."""
+        for statement in filter(str.strip, _RUNS.split(";")):
+            self._db.execute(statement)
+
     def _upgrade_from_1(self) -> None:
         """Convert a schema-1 file (one row per event) to runs, in one transaction. Its
         rows are checked as its load did: a damaged one is dropped with what follows in
@@ -180,29 +201,14 @@ class LogStore:
         db = self._db
         db.execute("BEGIN")
         try:
-            for statement in filter(str.strip, _RUNS.split(";")):
-                db.execute(statement)
+            self._create_runs()
             topics = [t for (t,) in db.execute("SELECT DISTINCT topic FROM events "
                                                "ORDER BY topic").fetchall()]
             for topic in topics:
-                # Row by row from the cursor, a run written at a time (reading one table
-                # while writing another): a log may be larger than memory allows twice.
-                kept: list[EventBody] = []
-                size = 0
-                for seq, msg_id, data, crc in db.execute(
-                        "SELECT seq, msg_id, body, crc FROM events WHERE topic = ? "
-                        "ORDER BY seq", (topic,)):
-                    body = checked_body_v1(topic, seq, msg_id, data, crc)
-                    if isinstance(body, str):
-                        self._upgrade_dropped.append((topic, body))
-                        break
-                    kept.append(body)
-                    size += body.cost()
-                    if size >= RUN_BYTES:
-                        db.execute(_INSERT_RUN, self._run_row(topic, kept))
-                        kept, size = [], 0
-                if kept:
-                    db.execute(_INSERT_RUN, self._run_row(topic, kept))
+                # A run written at a time, from the rows as the cursor gives them: a log
+                # may be larger than memory allows twice.
+                for run in _runs(self._events_v1(topic)):
+                    db.execute(_INSERT_RUN, self._run_row(topic, run))
             db.execute("DROP TABLE events")
             db.execute("UPDATE meta SET value = ? WHERE key = 'schema'",
                        (str(SCHEMA_VERSION),))
@@ -212,6 +218,18 @@ class LogStore:
                 db.execute("ROLLBACK")
             raise
         log.warning("storage: %s converted from schema 1 to %d", self.path, SCHEMA_VERSION)
+
+    def _events_v1(self, topic: str) -> Iterator[EventBody]:
+        """``topic``'s events in a schema-1 file, in seq order, up to a damaged row (noted
+        for the next :meth:`load`'s report)."""
+        for seq, msg_id, data, crc in self._db.execute(
+                "SELECT seq, msg_id, body, crc FROM events WHERE topic = ? ORDER BY seq",
+                (topic,)):
+            body = checked_body_v1(topic, seq, msg_id, data, crc)
+            if isinstance(body, str):
+                self._upgrade_dropped.append((topic, body))
+                return
+            yield body
 
     def _limit(self, max_bytes: int) -> None:
         """SQLite refuses a write that needs a page past ``max_bytes`` with SQLITE_FULL,
@@ -269,16 +287,8 @@ class LogStore:
 
     def _run_rows(self, topic: str, events: Sequence[EventBody]
                   ) -> list[tuple[str, int, int, bytearray, int]]:
-        """``events`` (in the order appended) as rows of runs, each closed once its
-        events reach ``RUN_BYTES`` (as the size model weighs them, attributes too)."""
-        rows: list[tuple[str, int, int, bytearray, int]] = []
-        start, size = 0, 0
-        for i, body in enumerate(events):
-            size += body.cost()
-            if size >= RUN_BYTES or i == len(events) - 1:
-                rows.append(self._run_row(topic, events[start:i + 1]))
-                start, size = i + 1, 0
-        return rows
+        """``events`` (in the order appended) as rows of runs (:func:`_runs`)."""
+        return [self._run_row(topic, run) for run in _runs(events)]
 
     def _run_row(self, topic: str, events: Sequence[EventBody]
                  ) -> tuple[str, int, int, bytearray, int]:
@@ -441,9 +451,11 @@ class LogStore:
             # served.
             problem = damage[1]
             held = {seq: body for seq, body in held.items() if seq < damage[0]}
-            db.execute("DELETE FROM runs WHERE topic = ?", (topic,))
             kept = [held[seq] for seq in sorted(held)]
-            db.executemany(_INSERT_RUN, self._run_rows(topic, kept))
+            with db:  # one transaction: a crash here leaves the log as it was
+                db.execute("BEGIN")
+                db.execute("DELETE FROM runs WHERE topic = ?", (topic,))
+                db.executemany(_INSERT_RUN, self._run_rows(topic, kept))
             counter = max(counter, kept[-1].seq or 0) if kept else counter
         events = tuple(held[seq] for seq in sorted(held))
         return RestoredLog(topic, counter, complete_from, events, loaded_at), problem
