@@ -20,6 +20,15 @@ long, a tail of its latency that ``overlay.commands.daemon.GC_YOUNG_THRESHOLD`` 
 against Mosquitto and Redis.
 
 Run: .venv/bin/python bench/daemon_path.py [--events 30000] [--repeat 5] [--setup N]
+[--lone]
+
+``--lone``: one event at a time instead of pipelined: each publish is written alone and
+the next waits for its reply and its notify (an application publishing now and then,
+the paced phase of bench/throughput/). Every event then pays what a burst shares (a
+read, a turn, the writes, the scheduler's steps), which the pipelined runs hide.
+Reported: CPU microseconds per event and the wall time per round trip, p50 and p99
+(clients and daemon share this process's thread: the latency of the daemon alone is
+bench/throughput/'s paced figure).
 
 Counts that do not move with the machine's load: instructions per event, from two runs
 of one setup under valgrind (the difference removes start-up), e.g.
@@ -47,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import math
 import os
 import statistics
 import subprocess
@@ -182,6 +192,33 @@ class Client:
         done.set()
 
 
+async def lone(pub: Client, subs: list[Client], frames: list[bytes],
+               callgrind_phase: bool = False) -> tuple[float, float, list[float]]:
+    """Each of ``frames`` written alone, the next once its reply and its notifies are
+    in: (events per second, process CPU microseconds per event, round trips in
+    seconds)."""
+
+    async def next_frame(client: Client) -> None:
+        while client.decoder.next_body() is None:
+            client.decoder.feed(await client.stream.receive_some(1 << 16))
+
+    if callgrind_phase:
+        await callgrind("z")
+    trips = []
+    started, cpu_started = time.monotonic(), time.process_time()
+    with GC_PAUSES.watching(), trio.fail_after(120):
+        for frame in frames:
+            sent = time.perf_counter()
+            await pub.stream.send_all(frame)
+            for client in (pub, *subs):
+                await next_frame(client)
+            trips.append(time.perf_counter() - sent)
+    wall, cpu = time.monotonic() - started, time.process_time() - cpu_started
+    if callgrind_phase:
+        await callgrind("d", "measured")
+    return len(frames) / wall, cpu / len(frames) * 1e6, trips
+
+
 def publishes(topic: str, events: int, reliable: bool, batch: int) -> list[bytes]:
     """Publish requests of ``PAYLOAD``, ``batch`` events each, encoded before the clock
     starts."""
@@ -235,9 +272,10 @@ async def connect(node: Node, nursery: trio.Nursery, conn_id: int,
     return client
 
 
-async def one_run(setup: Setup, events: int, window: int,
-                  callgrind_phase: bool = False) -> tuple[float, float]:
-    """(events per second, CPU microseconds per event) of one fresh daemon."""
+async def one_run(setup: Setup, events: int, window: int, callgrind_phase: bool = False,
+                  alone: bool = False) -> tuple[float, float, list[float]]:
+    """(events per second, CPU microseconds per event, round trips of ``alone`` events)
+    of one fresh daemon."""
     with tempfile.TemporaryDirectory() as tmp:
         node = build_node(build_config(None, {}, {"bind": "127.0.0.1:0", "state_dir": tmp}))
         tune_gc()
@@ -254,11 +292,20 @@ async def one_run(setup: Setup, events: int, window: int,
                 subs.append(sub)
             pub = await connect(node, nursery, 2)
             frames = publishes(TOPIC, events, setup.reliable, setup.batch)
-            result = await measure(nursery, pub, subs, frames, setup.batch, window,
-                                   callgrind_phase)
+            result: tuple[float, float, list[float]]
+            if alone:
+                result = await lone(pub, subs, frames, callgrind_phase)
+            else:
+                result = (*await measure(nursery, pub, subs, frames, setup.batch, window,
+                                         callgrind_phase), [])
             node.daemon.stop()
             nursery.cancel_scope.cancel()
     return result
+
+
+def percentile(ordered: list[float], p: float) -> float:
+    """Nearest rank: the smallest value with at least ``p`` of them at or below it."""
+    return ordered[max(0, math.ceil(p * len(ordered)) - 1)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -271,19 +318,27 @@ def main(argv: list[str] | None = None) -> int:
                        f"{i} = {setup.name}" for i, setup in enumerate(SETUPS)))
     p.add_argument("--callgrind-phase", action="store_true",
                    help="under callgrind: count the measured phase only (module docs)")
+    p.add_argument("--lone", action="store_true",
+                   help="one event at a time, each waiting for the last (module docs)")
     args = p.parse_args(argv)
     with open("/proc/loadavg", encoding="ascii") as fh:
         load = fh.read().split()[0]
     print(f"{args.events} events per run, {args.repeat} runs per setup, load average {load}")
+    trips_head = "  round trip p50/p99 (us, all runs)" if args.lone else ""
     print(f"{'setup':28s} {'us/event min':>13s} {'median':>8s} {'events/s max':>13s}  "
-          "cycle collections young/older/full (all runs)")
+          f"cycle collections young/older/full (all runs){trips_head}")
     for setup in SETUPS if args.setup is None else SETUPS[args.setup:args.setup + 1]:
+        if args.lone and setup.batch > 1:
+            continue  # a batch is many events at once
         GC_PAUSES.seen.clear()
-        runs = [trio.run(one_run, setup, args.events, args.window, args.callgrind_phase)
-                for _ in range(args.repeat)]
-        costs = [c for _, c in runs]
+        runs = [trio.run(one_run, setup, args.events, args.window, args.callgrind_phase,
+                         args.lone) for _ in range(args.repeat)]
+        costs = [c for _, c, _ in runs]
+        trips = sorted(t for _, _, run in runs for t in run)
+        tail = (f"  {percentile(trips, 0.5) * 1e6:.0f}/{percentile(trips, 0.99) * 1e6:.0f}"
+                if trips else "")
         print(f"{setup.name:28s} {min(costs):13.1f} {statistics.median(costs):8.1f} "
-              f"{max(r for r, _ in runs):13,.0f}  {GC_PAUSES.summary()}", flush=True)
+              f"{max(r for r, _, _ in runs):13,.0f}  {GC_PAUSES.summary()}{tail}", flush=True)
     return 0
 
 

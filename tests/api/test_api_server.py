@@ -280,3 +280,63 @@ def test_blocking_client_reports_an_unreachable_daemon(tmp_path: Path) -> None:
         str(tmp_path / "none.sock")
     ):
         pass
+
+
+class WakeCounter(trio.abc.Instrument):
+    """Counts how often connections' writer tasks are scheduled to run."""
+
+    def __init__(self) -> None:
+        self.writer_wakes = 0
+
+    def task_scheduled(self, task: trio.lowlevel.Task) -> None:
+        if task.name.endswith("._write_loop"):
+            self.writer_wakes += 1
+
+
+async def test_a_turn_s_frames_are_written_when_it_ends_without_waking_writers(
+        served: Any) -> None:
+    """The notifies and the reply a publish causes leave at the end of the publisher's
+    turn (docs/DESIGN.md, "The daemon"): no writer task is woken for them."""
+    _, _, path = served
+    subscriber = await raw(path)
+    sub = (await subscriber.call(op="subscribe", topic="t", rid=1))["sub"]
+    publisher = await raw(path)
+    counter = WakeCounter()
+    trio.lowlevel.add_instrument(counter)
+    try:
+        await publisher.send({"op": "publish", "topic": "t", "payload": b"p", "rid": 2,
+                              "reliable": False})
+        reply = await publisher.recv()
+        notify = await subscriber.recv()
+    finally:
+        trio.lowlevel.remove_instrument(counter)
+    assert reply["rid"] == 2 and reply["ok"]
+    assert notify["event"] == "notify" and notify["sub"] == sub and notify["payload"] == b"p"
+    assert counter.writer_wakes == 0
+
+
+async def test_what_a_full_socket_does_not_take_follows_in_order(tmp_path: Path) -> None:
+    """A subscriber that reads nothing for a while: the end-of-turn write hands the
+    kernel what fits, the writer task the rest; nothing is lost, doubled or reordered,
+    and the publisher's replies keep coming meanwhile."""
+    service = FakeService()
+    path = tmp_path / "api.sock"
+    server = ApiServer(service, ApiConfig(socket_path=path, max_queue_bytes=64 << 20))
+    payload_size, count = 60_000, 64  # ~3.8 MB: far past a Unix socket's buffer
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        subscriber = await raw(path)
+        sub = (await subscriber.call(op="subscribe", topic="t", rid=1))["sub"]
+        publisher = await raw(path)
+        for rid in range(2, 2 + count):
+            payload = rid.to_bytes(2, "big") * (payload_size // 2)
+            reply = await publisher.call(op="publish", topic="t", payload=payload, rid=rid,
+                                         reliable=False)
+            assert reply["rid"] == rid and reply["ok"]
+        notifies = [await subscriber.recv() for _ in range(count)]
+        assert [n["sub"] for n in notifies] == [sub] * count
+        assert [n["seq"] for n in notifies] == list(range(1, 1 + count))
+        assert [n["payload"] for n in notifies] == [
+            rid.to_bytes(2, "big") * (payload_size // 2) for rid in range(2, 2 + count)]
+        assert server.stats["overloaded_closes"] == 0
+        nursery.cancel_scope.cancel()

@@ -1,12 +1,9 @@
-"""One client connection of the local API: its subscriptions, its ordered replies, its queue.
+"""One client connection of the local API: reading its requests, handling them in turns,
+its subscriptions and its publishes in flight. What it writes, in which order and when,
+is its :class:`~overlay.runtime.api.outbox.Outbox`'s.
 
-Replies go out in request order even when a later request finishes first (a status
-after a reliable publish waiting for its ack), while pushes are written as they come,
-except a subscription's: those wait behind its ``subscribe`` reply, so a client never
-sees an event for a handle it has not been given yet. That reply itself comes once the
-subscription is in effect (``PubSubService.in_effect``).
-Everything waiting to be written counts against ``max_queue_bytes``: a subscriber that
-does not read is cut off with an ``overloaded`` error instead of growing our memory.
+A ``subscribe`` reply comes once the subscription is in effect
+(``PubSubService.in_effect``); the subscription's events wait behind it (the outbox).
 
 Batching (docs/API.md): a ``publish_batch`` carrying ``events`` gets one reply with a
 result per event; a connection whose hello asked for ``batch_notify`` gets the notifies
@@ -16,30 +13,19 @@ that are ready together in ``notify_batch`` pushes, each frame at most ``max_fra
 from __future__ import annotations
 
 import logging
-from collections import deque
-from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from overlay.core.errors import FrameError
-from overlay.core.framing import (
-    CborEncoder,
-    FrameDecoder,
-    MapDecoder,
-    encode_frame,
-    frame_bytes,
-)
+from overlay.core.framing import FrameDecoder, MapDecoder
 from overlay.core.limits import SizeLimits
+from overlay.runtime.api.outbox import Outbox
 from overlay.runtime.api.outgoing import (
     BatchReply,
     Blocked,
     Gathered,
-    NotifyBody,
     ReplySlot,
-    batch_error,
-    notify_bodies,
-    notify_frames,
 )
 from overlay.runtime.api.requests import (
     API_VERSION,
@@ -92,20 +78,9 @@ class ApiConnection:
         self.conn_id = conn_id
         self.sizes = SizeLimits(self.config.max_frame)
         self.subs: set[int] = set()
-        #: Subscriptions whose ``subscribe`` reply is not written yet -> its slot.
-        self._unreplied: dict[int, ReplySlot] = {}
         self.greeted = False
-        #: Encodes this connection's replies and pushes (one encoder reused).
-        self._encode = CborEncoder()
-        #: The client asked at hello for notifies batched into ``notify_batch`` pushes.
-        self.batch_notify = False
-        self._pushes: deque[bytes | NotifyBody] = deque()
-        self._replies: deque[ReplySlot] = deque()
-        self._queued_bytes = 0
-        self._wake = trio.Event()
-        #: Whether ``_wake`` is set (setting a set Event is a call for nothing).
-        self._woken = False
-        self._closing = False
+        self.out = Outbox(stream, self.config.max_frame, self.config.max_queue_bytes,
+                          server.turn_writes, self._close_with, server.stats, conn_id)
         #: Publishes waiting for the overlay (reliable ones): at most
         #: ``max_inflight_publishes``; past that the reader waits for ``_room``.
         self._inflight = 0
@@ -120,28 +95,20 @@ class ApiConnection:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                nursery.start_soon(self._write_loop, nursery.cancel_scope)
+                nursery.start_soon(self.out.write_loop, nursery.cancel_scope)
                 await self._read_loop()
                 nursery.cancel_scope.cancel()
         finally:
-            self._closing = True
+            self.out.closing = True
             for sub in sorted(self.subs):
                 self.service.unsubscribe(sub, "disconnect")
             self.subs.clear()
 
     def _close_with(self, error: ApiError) -> None:
         """Send an error push (best effort) and close: the stream cannot go on."""
-        if self._closing:
-            return
-        self._closing = True
-        self._pushes.clear()
-        self._replies.clear()
-        self._pushes.append(encode_frame({"event": "error", "error": error.to_wire()}))
-        self._woken = True
-        self._wake.set()
         # The writer cancels the connection once the error is out; a client that does
         # not read gets ``close_grace`` seconds for it.
-        if self._nursery is not None:
+        if self.out.close_with(error) and self._nursery is not None:
             self._nursery.cancel_scope.deadline = trio.current_time() + self.config.close_grace
 
     # -- reading ----------------------------------------------------------------------
@@ -155,15 +122,15 @@ class ApiConnection:
         decoder = FrameDecoder(self.config.max_frame)
         decode = MapDecoder()
         try:
-            while not self._closing:
+            while not self.out.closing:
                 data = await self.stream.receive_some(1 << 16)
                 if not data:
                     decoder.close()
                     return
                 self.server.stats["reads"] += 1  # requests / reads: how well reads batch
                 decoder.feed(data)
-                while not self._closing:
-                    with self.service.batch():
+                while not self.out.closing:
+                    with self.server.turn_writes.turn(self.out), self.service.batch():
                         more, blocked = self._handle_turn(decoder, decode)
                     if blocked is not None:
                         await self._publish_when_room(*blocked)
@@ -185,7 +152,7 @@ class ApiConnection:
         among the in-flight publishes (it ends the turn)."""
         try:
             for _ in range(REQUESTS_PER_TURN):
-                if self._closing:
+                if self.out.closing:
                     return False, None
                 body = decoder.next_body()
                 if body is None:
@@ -203,7 +170,7 @@ class ApiConnection:
         self.server.stats["requests"] += 1
         rid = req.get("rid")
         if type(rid) is not int or not 0 <= rid <= MAX_RID:
-            self._reply_now(None, ApiError(BAD_REQUEST, "a request needs 'rid', an unsigned "
+            self.out.reply_now(None, ApiError(BAD_REQUEST, "a request needs 'rid', an unsigned "
                                            "int below 2^64"))
             return None
         try:
@@ -223,13 +190,13 @@ class ApiConnection:
                 return None
             result = self._execute(request)
         except ApiError as exc:
-            self._reply_now(rid, exc)
+            self.out.reply_now(rid, exc)
             return None
         except Exception as exc:  # a bug of ours: the client gets 'internal', we go on
             log.exception("internal error handling %s", req.get("op"))
-            self._reply_now(rid, ApiError.internal(exc))
+            self.out.reply_now(rid, ApiError.internal(exc))
             return None
-        self._reply_now(rid, result)
+        self.out.reply_now(rid, result)
         return None
 
     def _execute(self, request: Any) -> dict[str, Any]:
@@ -240,7 +207,7 @@ class ApiConnection:
                                f"API version {request.version} is not supported; use 1",
                                supported=[API_VERSION])
             self.greeted = True
-            self.batch_notify = request.batch_notify
+            self.out.batch_notify = request.batch_notify
             return {"node": service.node_hex, "version": API_VERSION, "mode": service.mode,
                     **self.sizes.to_wire(), "features": [*FEATURES, *service.features],
                     "max_batch": max_batch_events(self.sizes.max_frame)}
@@ -270,9 +237,7 @@ class ApiConnection:
             raise ApiError(OVERLOADED, "too many subscriptions on this connection")
         sub = self.service.subscribe(request, self._push)
         self.subs.add(sub)
-        slot = ReplySlot(sub=sub, trailing=[])
-        self._replies.append(slot)
-        self._unreplied[sub] = slot
+        slot = self.out.reply_slot(sub)
         assert self._nursery is not None
         self._nursery.start_soon(self._run_subscribe, rid, sub, slot)
 
@@ -281,11 +246,11 @@ class ApiConnection:
             await self.service.in_effect(sub)
         except ApiError as exc:  # refused (a durable consumer's root): no subscription
             self.subs.discard(sub)
-            self._fill(slot, rid, exc)
+            self.out.fill(slot, rid, exc)
             return
         except Exception:  # a bug of ours: the subscription exists, say so anyway
             log.exception("internal error waiting for subscription %d", sub)
-        self._fill(slot, rid, {"sub": sub})
+        self.out.fill(slot, rid, {"sub": sub})
 
     def _start_answer(self, rid: int, request: Fetch | Consumers) -> None:
         """A request the overlay answers (a fetch, a consumer query): its reply keeps its
@@ -294,8 +259,7 @@ class ApiConnection:
             raise ApiError.not_ready()
         if isinstance(request, Fetch) and request.sub not in self.subs:
             raise ApiError(UNKNOWN_SUB, f"no subscription {request.sub} on this connection")
-        slot = ReplySlot()
-        self._replies.append(slot)
+        slot = self.out.reply_slot()
         assert self._nursery is not None
         self._nursery.start_soon(self._run_answer, rid, request, slot)
 
@@ -312,7 +276,7 @@ class ApiConnection:
         except Exception as exc:  # a bug of ours: this request fails, the connection goes on
             log.exception("internal error answering %s", type(request).__name__)
             reply = ApiError.internal(exc)
-        self._fill(slot, rid, reply)
+        self.out.fill(slot, rid, reply)
 
     def _gather_publish(self, rid: int, request: Publish) -> Blocked | None:
         """Take the publish's reply place now and gather it with the publishes of its kind
@@ -331,8 +295,7 @@ class ApiConnection:
             if not self._room_for(1):
                 return rid, request  # the turn ends: those gathered are handed over
             self._inflight += 1
-        slot = ReplySlot()
-        self._replies.append(slot)
+        slot = self.out.reply_slot()
         gathered.append((slot, rid, request))
         return None
 
@@ -349,8 +312,7 @@ class ApiConnection:
             if not self._room_for(valid):
                 return rid, batch
             self._inflight += valid
-        slot = ReplySlot()
-        self._replies.append(slot)
+        slot = self.out.reply_slot()
         count = len(batch.events)
         reply = BatchReply(slot, rid, [None] * count, count)
         gathered = self._gathered
@@ -358,7 +320,7 @@ class ApiConnection:
             if isinstance(event, Publish):
                 gathered.append((reply, index, event))
             else:
-                self._fill_publish(reply, index, event)
+                self.out.fill_publish(reply, index, event)
         return None
 
     def _room_for(self, count: int) -> bool:
@@ -395,7 +357,7 @@ class ApiConnection:
             log.exception("internal error in publish")
             outcomes = [ApiError.internal(exc)] * len(requests)
         for (slot, rid, _), outcome in zip(gathered, outcomes, strict=True):
-            self._fill_publish(slot, rid, outcome)
+            self.out.fill_publish(slot, rid, outcome)
 
     def _begin_reliable(self, gathered: list[Gathered], requests: list[Publish]) -> None:
         """Reliable publishes, each holding an in-flight place until it is answered."""
@@ -421,7 +383,7 @@ class ApiConnection:
             if not answered:
                 answered = True
                 self._publish_done()
-                self._fill_publish(slot, rid, outcome)
+                self.out.fill_publish(slot, rid, outcome)
 
         return done
 
@@ -436,7 +398,7 @@ class ApiConnection:
             outcome = ApiError.internal(exc)
         finally:
             self._publish_done()
-        self._fill_publish(slot, rid, outcome)
+        self.out.fill_publish(slot, rid, outcome)
 
     def _publish_done(self) -> None:
         self._inflight -= 1
@@ -444,108 +406,9 @@ class ApiConnection:
             self._room.set()
             self._room = None
 
-    # -- writing ----------------------------------------------------------------------
-
-    def _reply_now(self, rid: int | None, body: dict[str, Any] | ApiError) -> None:
-        slot = ReplySlot()
-        self._replies.append(slot)
-        self._fill(slot, rid, body)
-
-    def _fill(self, slot: ReplySlot, rid: int | None, body: dict[str, Any] | ApiError) -> None:
-        if isinstance(body, ApiError):
-            self._store(slot, {"rid": rid, "ok": False, "error": body.to_wire()})
-        else:
-            self._store(slot, {"rid": rid, "ok": True, **body})
-
-    def _fill_publish(self, slot: ReplySlot | BatchReply, rid: int,
-                      outcome: PublishResult | ApiError) -> None:
-        """:meth:`_fill` for a publish's outcome (one per event: its map made at once); for
-        an event of a batch, ``rid`` is its index there."""
-        if isinstance(slot, BatchReply):
-            slot.results[rid] = ({"msg_id": outcome.msg_id, "seq": outcome.seq}
-                                 if isinstance(outcome, PublishResult)
-                                 else {"error": batch_error(outcome)})
-            slot.waiting -= 1
-            if not slot.waiting:
-                self._store(slot.slot, {"rid": slot.rid, "ok": True, "results": slot.results})
-        elif isinstance(outcome, PublishResult):
-            self._store(slot, {"rid": rid, "ok": True, "msg_id": outcome.msg_id,
-                               "seq": outcome.seq})
-        else:
-            self._fill(slot, rid, outcome)
-
-    def _store(self, slot: ReplySlot, reply: dict[str, Any]) -> None:
-        """Encode ``reply`` into its slot and wake the writer."""
-        slot.data = data = frame_bytes(self._encode(reply), self.config.max_frame)
-        self._queued(len(data))
-
     def _push(self, push: Push) -> None:
-        """Sink for the service: queue a push (a notify per event of a Notifications), or
-        cut off a client that cannot keep up."""
-        if self._closing:
-            return
-        queued: Sequence[bytes | NotifyBody]
-        if isinstance(push, Notifications):
-            encode, sub = self._encode, push.sub
-            if self.batch_notify:
-                queued = notify_bodies(encode, [notify_fields(sub, event)
-                                                for event in push.events],
-                                       self.config.max_frame)
-            else:
-                queued = [frame_bytes(encode(wire), self.config.max_frame)
-                          for wire in push.to_wire()]
-        else:
+        """Sink for the service: a push for this connection's client (its outbox queues
+        it, or cuts off a client that cannot keep up)."""
+        if not isinstance(push, Notifications):
             self.subs.discard(push.sub)  # Expired, Ended: the subscription is over
-            queued = [frame_bytes(self._encode(push.to_wire()), self.config.max_frame)]
-        slot = self._unreplied.get(push.sub)
-        if slot is not None and slot.trailing is not None:
-            slot.trailing.extend(queued)
-        else:
-            self._pushes.extend(queued)
-        self._queued(sum(len(item.data) if isinstance(item, NotifyBody) else len(item)
-                         for item in queued))
-
-    def _queued(self, size: int) -> None:
-        """``size`` more bytes wait for the writer: wake it (once per wait: the frames of
-        a turn come in hundreds), or cut off a client that does not read them."""
-        self._queued_bytes += size
-        if self._queued_bytes > self.config.max_queue_bytes and not self._closing:
-            self.server.stats["overloaded_closes"] += 1
-            log.warning("API connection %d is not reading: closing it (overloaded)", self.conn_id)
-            self._close_with(ApiError(OVERLOADED, "outgoing queue full: the client is not "
-                                      "reading fast enough"))
-            self._queued_bytes = 0
-        if not self._woken:
-            self._woken = True
-            self._wake.set()
-
-    def _frames(self, pushes: Iterable[bytes | NotifyBody]) -> list[bytes]:
-        if self.batch_notify:
-            return notify_frames(pushes, self.config.max_frame)
-        return list(pushes)  # type: ignore[arg-type]  # without batch_notify _push framed each
-
-    async def _write_loop(self, scope: trio.CancelScope) -> None:
-        try:
-            while True:
-                chunks = self._frames(self._pushes)
-                self._pushes.clear()
-                replies = self._replies
-                while replies and (reply := replies[0].data) is not None:
-                    slot = replies.popleft()
-                    chunks.append(reply)
-                    if slot.trailing is not None:
-                        self._unreplied.pop(slot.sub, None)  # type: ignore[arg-type]  # a slot with trailing pushes is a subscribe's: sub is set
-                        chunks.extend(self._frames(slot.trailing))
-                if chunks:
-                    data = b"".join(chunks)
-                    self._queued_bytes = max(0, self._queued_bytes - len(data))
-                    await self.stream.send_all(data)
-                    continue
-                if self._closing:
-                    break
-                await self._wake.wait()
-                self._wake = trio.Event()
-                self._woken = False
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
-        scope.cancel()
+        self.out.push(push)

@@ -16,6 +16,7 @@ import trio
 
 from overlay.core.limits import DEFAULT_MAX_FRAME
 from overlay.runtime.api.connection import ApiConnection
+from overlay.runtime.api.outbox import TurnWrites
 from overlay.runtime.api.service import PubSubService
 
 log = logging.getLogger("overlay.api")
@@ -54,6 +55,8 @@ class ApiServer:
                                       "refused": 0}
         self.tcp_address: tuple[str, int] | None = None
         self._ids = itertools.count(1)
+        #: The connections with frames to write when the current reader's turn ends.
+        self.turn_writes = TurnWrites()
 
     def status(self) -> dict[str, Any]:
         return dict(self.stats)
