@@ -66,18 +66,9 @@ from scribe.messages import (
     Join,
     JoinAck,
     Leave,
-    Publish,
-    PublishAck,
-    Publishes,
-    PublishRefused,
     Pull,
     ReplayFill,
     ReplayRequest,
-    ReplicaSync,
-    Replicate,
-    ReplicateAck,
-    ReplicateAcks,
-    Restore,
     RootHandover,
     TreeInfo,
 )
@@ -85,6 +76,17 @@ from scribe.misrouted import Misrouted
 from scribe.ordering import Ordering
 from scribe.part_links import PartLinks
 from scribe.publish import Publishing
+from scribe.publish_messages import (
+    Publish,
+    PublishAck,
+    Publishes,
+    PublishRefused,
+    ReplicaSync,
+    Replicate,
+    ReplicateAck,
+    ReplicateAcks,
+    Restore,
+)
 from scribe.repair import Repair
 from scribe.replay import Replays
 from scribe.restarted import Restarted

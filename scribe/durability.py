@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from chord.kbr import KbrHost, NodeRef
 from overlay.core.storage import StorageOp
 from scribe.consumer_values import Progress
-from scribe.messages import ReplicateAck
+from scribe.publish_messages import ReplicateAck
 from scribe.wire_records import EventBody
 
 

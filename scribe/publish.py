@@ -24,7 +24,7 @@ from overlay.core.pubsub import AttrValue, NewEvent, PublishOutcome
 from scribe.dissemination import Dissemination
 from scribe.durability import Durability
 from scribe.membership import Membership
-from scribe.messages import Publish, PublishAck, Publishes, PublishRefused, Restore
+from scribe.publish_messages import Publish, PublishAck, Publishes, PublishRefused, Restore
 from scribe.retention import Retention
 from scribe.root_pulls import restore_after
 from scribe.root_waits import Release

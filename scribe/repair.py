@@ -29,13 +29,11 @@ from scribe.messages import (
     Join,
     JoinAck,
     Leave,
-    Publish,
-    Publishes,
     Pull,
-    Replicate,
 )
 from scribe.ordering import Ordering
 from scribe.publish import Publishing
+from scribe.publish_messages import Publish, Publishes, Replicate
 from scribe.root_pulls import RootPulls
 from scribe.state import TICK, ScribeState
 from scribe.tree import TopicTree

@@ -42,9 +42,9 @@ from scribe.durability import (
     TrimLog,
 )
 from scribe.merge import MergePlan, plan_merge
-from scribe.messages import ReplicaSync, Replicate, ReplicateAck, ReplicateAcks, Restore
 from scribe.ordering import Ahead
 from scribe.other_roots import OtherRoots
+from scribe.publish_messages import ReplicaSync, Replicate, ReplicateAck, ReplicateAcks, Restore
 from scribe.root_waits import LocalAck, LocalRefuse, Release, RootWaits
 from scribe.state import ScribeState
 from scribe.stream import Retained

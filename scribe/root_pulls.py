@@ -13,8 +13,9 @@ only holders); it answers the held pulls when the wait ends.
 from __future__ import annotations
 
 from chord.kbr import NodeRef
-from scribe.messages import Fill, Pull, ReplicaSync, Restore
+from scribe.messages import Fill, Pull
 from scribe.ordering import Released, RootLog, batch
+from scribe.publish_messages import ReplicaSync, Restore
 from scribe.state import ScribeState
 from scribe.stream import Retained
 from scribe.summaries import Digest

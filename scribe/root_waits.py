@@ -23,8 +23,14 @@ from dataclasses import dataclass
 
 from chord.kbr import NodeRef
 from scribe.durability import Durability, ReplicaCopy, RootCopy
-from scribe.messages import PublishAck, PublishRefused, Replicate, ReplicateAck, ReplicateAcks
 from scribe.ordering import Ahead
+from scribe.publish_messages import (
+    PublishAck,
+    PublishRefused,
+    Replicate,
+    ReplicateAck,
+    ReplicateAcks,
+)
 from scribe.state import ScribeState
 from scribe.stream import Retained
 from scribe.wire_records import MAX_BATCH, MAX_REASON, EventBody

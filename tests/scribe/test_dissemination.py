@@ -8,7 +8,8 @@ from matching import Index, parse
 from overlay.core.pubsub import DeliveredEvent
 from scribe import ScribeConfig
 from scribe.dissemination import EventMemory, HandledEvent
-from scribe.messages import Event, JoinAck, Leave, Publish, PublishAck
+from scribe.messages import Event, JoinAck, Leave
+from scribe.publish_messages import Publish, PublishAck
 from scribe.subscriptions import Subscription, TopicSubscriptions
 from scribe.wire_records import EventBody
 from tests.scribe.helpers import MID, TOPIC, attach, body, join, make, ref

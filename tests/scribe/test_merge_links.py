@@ -13,7 +13,8 @@ from dataclasses import replace
 import pytest
 
 from scribe.merge import MergePlan, plan_merge
-from scribe.messages import ReplicaSync, Replicate, ReplicateAck, Restore, RootHandover
+from scribe.messages import RootHandover
+from scribe.publish_messages import ReplicaSync, Replicate, ReplicateAck, Restore
 from scribe.stream import Retained
 from scribe.wire_records import EventBody
 from tests.scribe.helpers import MID, TOPIC, body, join, make, ref

@@ -20,13 +20,15 @@ from scribe.messages import (
     HeartbeatAck,
     JoinAck,
     Leave,
+    RootHandover,
+)
+from scribe.publish_messages import (
     Publish,
     PublishAck,
     Publishes,
     PublishRefused,
     ReplicateAck,
     ReplicateAcks,
-    RootHandover,
 )
 from scribe.wire_records import MAX_BATCH, EventBody
 from tests.scribe.helpers import TOPIC, body, digest, join, ref

@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scribe import ScribeConfig
-from scribe.messages import Fill, JoinAck, Publish, PublishAck, Pull, ReplicaSync, Restore
+from scribe.messages import Fill, JoinAck, Pull
 from scribe.misrouted import MAX_PARKED
+from scribe.publish_messages import Publish, PublishAck, ReplicaSync, Restore
 from scribe.wire_records import EventBody
 from tests.scribe.helpers import MID, TOPIC, join, make, ref
 

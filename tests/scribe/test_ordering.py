@@ -8,18 +8,8 @@ from dataclasses import replace
 from chord.kbr import NodeRef
 from matching import Index
 from scribe import ScribeConfig
-from scribe.messages import (
-    Event,
-    Fill,
-    Heartbeat,
-    JoinAck,
-    Publish,
-    PublishAck,
-    Pull,
-    ReplicaSync,
-    Replicate,
-    Restore,
-)
+from scribe.messages import Event, Fill, Heartbeat, JoinAck, Pull
+from scribe.publish_messages import Publish, PublishAck, ReplicaSync, Replicate, Restore
 from scribe.wire_records import EventBody
 from tests.scribe.helpers import MID, TOPIC, join, make, ref
 

@@ -10,7 +10,8 @@ from dataclasses import replace
 
 from scribe import ScribeApp
 from scribe.durability import RestoredLog
-from scribe.messages import ReplicaSync, Replicate, RootHandover
+from scribe.messages import RootHandover
+from scribe.publish_messages import ReplicaSync, Replicate
 from tests.scribe.fakekbr import RecordingHost
 from tests.scribe.helpers import MID, TOPIC, body, join, make, ref
 from tests.scribe.test_partition_merge import CONFIG

@@ -11,7 +11,8 @@ from overlay.core.limits import SizeLimits
 from overlay.core.pubsub import NewEvent
 from scribe import ScribeApp, ScribeConfig
 from scribe.durability import AppendEvents
-from scribe.messages import Event, Events, Publish, PublishAck, Publishes, Replicate, ReplicateAck
+from scribe.messages import Event, Events
+from scribe.publish_messages import Publish, PublishAck, Publishes, Replicate, ReplicateAck
 from scribe.wire_records import EventBody
 from tests.scribe.fakekbr import RecordingHost
 from tests.scribe.helpers import MID, TOPIC, join, make, ref

@@ -10,10 +10,9 @@ import pytest
 from overlay.core.framing import encode_frame
 from overlay.core.limits import MIN_MAX_FRAME, SizeLimits
 from overlay.core.messages import decode_message, encode_message
-from scribe.messages import (
+from scribe.messages import Event, Events
+from scribe.publish_messages import (
     REPLICATE_ACK_BYTES,
-    Event,
-    Events,
     Publish,
     PublishAck,
     Replicate,

@@ -5,7 +5,7 @@ key over numbers on from the copies; the publisher's node retries until answered
 from __future__ import annotations
 
 from scribe import ScribeConfig
-from scribe.messages import Publish, PublishAck, ReplicaSync, Replicate, ReplicateAck
+from scribe.publish_messages import Publish, PublishAck, ReplicaSync, Replicate, ReplicateAck
 from scribe.wire_records import EventBody
 from tests.scribe.helpers import MID, TOPIC, join, make, ref
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scribe import ScribeApp
-from scribe.messages import Pull, ReplicaSync, Replicate, Restore, RootHandover
+from scribe.messages import Pull, RootHandover
+from scribe.publish_messages import ReplicaSync, Replicate, Restore
 from tests.scribe.fakekbr import RecordingHost
 from tests.scribe.helpers import MID, TOPIC, body, join, make, ref
 from tests.scribe.test_partition_merge import CONFIG

@@ -10,7 +10,8 @@ from overlay.core.storage import StorageOp
 from scribe import ScribeConfig
 from scribe.app import ScribeApp
 from scribe.durability import REFUSE_SECONDS, AppendEvents, NoteCounter, TrimLog, salvage
-from scribe.messages import Event, Publish, PublishAck, PublishRefused, Replicate, ReplicateAck
+from scribe.messages import Event
+from scribe.publish_messages import Publish, PublishAck, PublishRefused, Replicate, ReplicateAck
 from scribe.wire_records import EventBody
 from tests.scribe.fakekbr import RecordingHost
 from tests.scribe.helpers import BITS, MID, TOPIC, join, ref

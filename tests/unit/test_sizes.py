@@ -22,7 +22,7 @@ from overlay.core.messages import Message, encode_message
 from overlay.core.pubsub import MAX_ATTRS, MAX_TOPIC_CHARS
 from overlay.gossip import messages as gossip
 from scribe import messages as scribe
-from scribe import wire_records
+from scribe import publish_messages, wire_records
 
 BIG_ID = (1 << 128) - 1
 FAR = NodeRef(BIG_ID, "h" * MAX_ADDRESS_LENGTH)
@@ -94,13 +94,13 @@ def test_every_message_with_one_largest_event_fits_max_frame(max_frame: int) -> 
     groups = tuple(f"{i:04d}" + "\U0001f600" * 252 for i in range(64))
     copies = [
         Route(BIG_ID, FAR, (1 << 63) - 1, 1 << 20, True, True,
-              scribe.Publish(fresh, FAR, True)),
-        scribe.Replicate(numbered, FAR),
+              publish_messages.Publish(fresh, FAR, True)),
+        publish_messages.Replicate(numbered, FAR),
         *[scribe.Event(numbered, 1 << 20, FAR, True, run, (1 << 63) - 2, True, 1 << 62)
           for run in wire_records.group_runs(groups)],
         scribe.Fill(numbered.topic, FAR, 0, (1 << 63) - 1, (numbered,), 1 << 62, True, True),
         scribe.ReplayFill(numbered.topic, 1 << 62, FAR, (1 << 63) - 1, (numbered,), 7, 8),
-        scribe.ReplicaSync(numbered.topic, (1 << 63) - 1, FAR, (numbered,)),
+        publish_messages.ReplicaSync(numbered.topic, (1 << 63) - 1, FAR, (numbered,)),
         gossip.Event(gossip.EventBody(fresh.topic, MSG_ID, fresh.attrs, fresh.payload,
                                       "f" * 32, 1e300), 1 << 16, 1 << 16, True),
         gossip.Rumor((gossip.Carried(gossip.EventBody(fresh.topic, MSG_ID, fresh.attrs,
