@@ -48,6 +48,7 @@ from overlay.runtime.driver import CoreDriver
 from overlay.runtime.logstore import LOG_FILE, LoadReport, LogStore, StorageError
 from overlay.runtime.storage_worker import StorageWorker
 from overlay.runtime.transport import Inbound, Transport, TransportConfig, Unreachable
+from overlay.runtime.turn_writes import TurnWrites
 from scribe.durability import RestoredConsumer, RestoredLog
 
 T = TypeVar("T")
@@ -171,6 +172,9 @@ class Daemon(Generic[C]):
         self.tracer: NodeTracer | None = None
         #: The topic logs, while the daemon runs a durable kind.
         self.storage: StorageWorker | None = None
+        #: The API connections' frames a step causes are written when it ends (the API
+        #: server and the driver share it: docs/DESIGN.md, "The daemon").
+        self.turn_writes = TurnWrites()
         self.address: str | None = None
         self._stop_requested = trio.Event()
         self._left = trio.Event()
@@ -200,7 +204,8 @@ class Daemon(Generic[C]):
                                          on_notice=self._on_notice,
                                          on_request=self._on_request,
                                          storage=None if self.storage is None
-                                         else self.storage.submit)
+                                         else self.storage.submit,
+                                         turn_writes=self.turn_writes)
                 nursery.start_soon(self.driver.run, receive_channel)
                 nursery.start_soon(self._flush_traces)
                 if self.storage is not None:

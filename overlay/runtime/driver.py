@@ -25,6 +25,7 @@ from overlay.core.protocol import ProtocolCore
 from overlay.core.storage import StorageOp
 from overlay.core.tracing import NodeTracer
 from overlay.runtime.transport import Inbound, Transport, Unreachable
+from overlay.runtime.turn_writes import TurnWrites
 
 log = logging.getLogger("overlay.driver")
 
@@ -44,8 +45,12 @@ class CoreDriver(Generic[C]):
         on_request: RequestHandler | None = None,
         wallclock: Callable[[], float] = time.time,
         storage: Callable[[StorageOp], None] | None = None,
+        turn_writes: TurnWrites | None = None,
     ) -> None:
         self.core = core
+        #: The frames the effects of a step cause (notifies, replies) are written when
+        #: they are all carried out (none: by the writers' own tasks).
+        self.turn_writes = TurnWrites() if turn_writes is None else turn_writes
         #: Where ``Persist`` effects go (a StorageWorker's submit), in order; a core that
         #: persists runs only with one.
         self.storage = storage
@@ -183,8 +188,17 @@ class CoreDriver(Generic[C]):
         """Each step's effects in order; the trace records of all steps in one write.
 
         A handler that fails is a bug of ours: it is logged and the other effects are
-        still carried out (a batch holds many clients' events).
+        still carried out (a batch holds many clients' events). The frames they cause on
+        API connections are written when all are carried out (``turn_writes``).
         """
+        turn_writes = self.turn_writes
+        if turn_writes.under_way:  # a reader's turn: it writes when it ends
+            self._carry_out_steps(steps)
+            return
+        with turn_writes.turn():
+            self._carry_out_steps(steps)
+
+    def _carry_out_steps(self, steps: list[tuple[float, list[Effect]]]) -> None:
         records: list[tuple[float, str, dict[str, Any]]] = []
         for ts, effects in steps:
             for effect in effects:

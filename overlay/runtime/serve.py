@@ -130,7 +130,7 @@ def _structured_service(config: DaemonConfig) -> ScribeService:
 def _serving(config: DaemonConfig, service: CoreService[N]) -> Node[N]:
     """``service``'s daemon, serving the API once it runs."""
     daemon = service.daemon
-    api = ApiServer(service, api_config(config))
+    api = ApiServer(service, api_config(config), daemon.turn_writes)
     node = Node(daemon, service, api)
 
     async def serve_api(d: Daemon[N]) -> None:

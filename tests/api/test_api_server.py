@@ -12,11 +12,13 @@ from typing import Any
 import cbor2
 import pytest
 import trio
+import trio.testing
 
 from overlay import client as api_client
 from overlay.core.framing import FrameDecoder, decode_map, encode_frame
 from overlay.runtime.api import ApiConfig, ApiServer
 from tests.api.fake_service import FakeService
+from tests.api.writer_wakes import counting_writer_sends
 
 
 class RawConn:
@@ -282,37 +284,24 @@ def test_blocking_client_reports_an_unreachable_daemon(tmp_path: Path) -> None:
         pass
 
 
-class WakeCounter(trio.abc.Instrument):
-    """Counts how often connections' writer tasks are scheduled to run."""
-
-    def __init__(self) -> None:
-        self.writer_wakes = 0
-
-    def task_scheduled(self, task: trio.lowlevel.Task) -> None:
-        if task.name.endswith("._write_loop"):
-            self.writer_wakes += 1
-
-
 async def test_a_turn_s_frames_are_written_when_it_ends_without_waking_writers(
-        served: Any) -> None:
+        served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """The notifies and the reply a publish causes leave at the end of the publisher's
     turn (docs/DESIGN.md, "The daemon"): no writer task is woken for them."""
     _, _, path = served
     subscriber = await raw(path)
     sub = (await subscriber.call(op="subscribe", topic="t", rid=1))["sub"]
     publisher = await raw(path)
-    counter = WakeCounter()
-    trio.lowlevel.add_instrument(counter)
-    try:
+    # Until the writers are done with the frames before (idle, as between events).
+    await trio.testing.wait_all_tasks_blocked()
+    with counting_writer_sends(monkeypatch) as sends:
         await publisher.send({"op": "publish", "topic": "t", "payload": b"p", "rid": 2,
                               "reliable": False})
         reply = await publisher.recv()
         notify = await subscriber.recv()
-    finally:
-        trio.lowlevel.remove_instrument(counter)
     assert reply["rid"] == 2 and reply["ok"]
     assert notify["event"] == "notify" and notify["sub"] == sub and notify["payload"] == b"p"
-    assert counter.writer_wakes == 0
+    assert sends.count == 0
 
 
 async def test_what_a_full_socket_does_not_take_follows_in_order(tmp_path: Path) -> None:

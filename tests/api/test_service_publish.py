@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import select
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
+from overlay.core.framing import FrameDecoder, decode_map, encode_frame
 from overlay.runtime.api import ApiError, Notifications, PublishResult
+from overlay.runtime.api.connection import ApiConnection
 from overlay.runtime.api.requests import Publish, Subscribe
 from overlay.runtime.api.service import Push
 from overlay.runtime.config import build_config
-from overlay.runtime.serve import build_node
+from overlay.runtime.serve import Node, build_node
+from tests.api.writer_wakes import counting_writer_sends
 
 
 @pytest.mark.parametrize("mode", ["structured", "unstructured"])
@@ -62,3 +68,70 @@ async def test_batches_of_publishes_are_published_in_order(
         if mode == "structured":
             assert sorted(a.seq for a in answers if isinstance(a, PublishResult)) == [5, 6, 7]
         node.daemon.stop()
+
+
+async def test_what_a_core_step_causes_is_written_when_it_ends(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reliable publish is answered, and its event delivered, by the core step that
+    learns it is stored (the sync), not by the reader's turn: the reply and the notify
+    leave when that step's effects are carried out (docs/DESIGN.md, "The daemon"),
+    without waking the connections' writer tasks, the notify first."""
+    node = build_node(build_config(None, {}, {"bind": "127.0.0.1:0",
+                                              "state_dir": str(tmp_path)}))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(node.daemon.run)
+        with trio.fail_after(10):
+            while not node.service.ready:
+                await trio.sleep(0.02)
+        subscriber = await _connect(node, nursery, 1)
+        assert (await subscriber.call({"op": "subscribe", "rid": 2, "topic": "t",
+                                       "filter": ""}))["ok"]
+        publisher = await _connect(node, nursery, 2)
+        # Until the writers are done with the frames before (idle, as between events).
+        await trio.testing.wait_all_tasks_blocked()
+        with counting_writer_sends(monkeypatch) as sends:
+            await publisher.send({"op": "publish", "rid": 3, "topic": "t",
+                                  "payload": b"p", "reliable": True})
+            reply = await publisher.recv()
+            notify_ready = subscriber.readable_now()
+            notify = await subscriber.recv()
+        assert reply["rid"] == 3 and reply["ok"] and reply["seq"] == 1
+        assert notify["event"] == "notify" and notify["msg_id"] == reply["msg_id"]
+        assert notify_ready  # written before the reply
+        assert sends.count == 0
+        node.daemon.stop()
+        nursery.cancel_scope.cancel()  # the connections' tasks
+
+
+class _Raw:
+    """A client end of a socket pair the node's API serves: frames in, frames out."""
+
+    def __init__(self, sock: trio.socket.SocketType) -> None:
+        self.sock = sock
+        self.stream = trio.SocketStream(sock)
+        self.decoder = FrameDecoder(1 << 24)
+
+    async def send(self, req: dict[str, object]) -> None:
+        await self.stream.send_all(encode_frame(req))
+
+    async def recv(self) -> dict[str, Any]:
+        with trio.fail_after(10):
+            while (body := self.decoder.next_body()) is None:
+                self.decoder.feed(await self.stream.receive_some(1 << 16))
+        return decode_map(body)
+
+    async def call(self, req: dict[str, object]) -> dict[str, Any]:
+        await self.send(req)
+        return await self.recv()
+
+    def readable_now(self) -> bool:
+        """Whether bytes wait in the socket (asked without waiting)."""
+        return bool(select.select([self.sock], [], [], 0)[0])
+
+
+async def _connect(node: Node[Any], nursery: trio.Nursery, conn_id: int) -> _Raw:
+    ours, theirs = trio.socket.socketpair()
+    nursery.start_soon(ApiConnection(node.api, trio.SocketStream(theirs), conn_id).serve)
+    client = _Raw(ours)
+    assert (await client.call({"op": "hello", "rid": 1, "version": 1}))["ok"]
+    return client

@@ -8,21 +8,21 @@ sees an event for a handle it has not been given yet. Everything waiting to be w
 counts against ``max_queue_bytes``: a subscriber that does not read is cut off with an
 ``overloaded`` error instead of growing our memory.
 
-When: the frames a reader's turn causes, on any connection, are written as the turn
-ends (:class:`TurnWrites`), directly on the socket, without waking a task: an event
-published alone reaches its subscribers with no scheduling between the request and its
-notifies (`bench/daemon_path.py --lone`), the subscribers' before the publisher's reply.
-What the socket does not take at once, and what is queued outside a turn (an event
-from a peer, a reliable publish's ack), is written by the connection's writer task.
+When: the frames a step causes (a reader's turn, or a core step the driver carries out:
+an event from a peer, a sync that acknowledges reliable publishes), on any connection,
+are written as it ends (:class:`~overlay.runtime.turn_writes.TurnWrites`), directly on
+the socket, without waking a task: an event published alone reaches its subscribers
+with no scheduling between the request and its notifies (`bench/daemon_path.py
+--lone`), the subscribers' before the publisher's reply. What the socket does not take
+at once is written by the connection's writer task.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import trio
@@ -38,44 +38,9 @@ from overlay.runtime.api.outgoing import (
 )
 from overlay.runtime.api.requests import OVERLOADED, ApiError
 from overlay.runtime.api.service import Notifications, PublishResult, Push, notify_fields
+from overlay.runtime.turn_writes import TurnWrites
 
 log = logging.getLogger("overlay.api")
-
-
-class TurnWrites:
-    """The connections with frames to write when the current reader's turn ends (one
-    per API server: a turn is a reader's handling of what it read, with no checkpoint,
-    so at most one is under way)."""
-
-    def __init__(self) -> None:
-        self._pending: list[Outbox] | None = None
-
-    @contextlib.contextmanager
-    def turn(self, reader: Outbox) -> Iterator[None]:
-        """A reader's turn: the frames it causes are written when it ends, other
-        connections' first (a publish's notifies before its reply)."""
-        if self._pending is not None:  # nested: the outer turn writes
-            yield
-            return
-        pending: list[Outbox] = []
-        self._pending = pending
-        try:
-            yield
-        finally:
-            self._pending = None
-            for outbox in pending:
-                if outbox is not reader:
-                    outbox.write_now()
-            if reader in pending:
-                reader.write_now()
-
-    def defer(self, outbox: Outbox) -> bool:
-        """Whether ``outbox`` will be written when the current turn ends (False: no
-        turn is under way)."""
-        if self._pending is None:
-            return False
-        self._pending.append(outbox)
-        return True
 
 
 class Outbox:

@@ -16,8 +16,8 @@ import trio
 
 from overlay.core.limits import DEFAULT_MAX_FRAME
 from overlay.runtime.api.connection import ApiConnection
-from overlay.runtime.api.outbox import TurnWrites
 from overlay.runtime.api.service import PubSubService
+from overlay.runtime.turn_writes import TurnWrites
 
 log = logging.getLogger("overlay.api")
 
@@ -46,7 +46,8 @@ class ApiConfig:
 
 
 class ApiServer:
-    def __init__(self, service: PubSubService, config: ApiConfig) -> None:
+    def __init__(self, service: PubSubService, config: ApiConfig,
+                 turn_writes: TurnWrites | None = None) -> None:
         self.service = service
         self.config = config
         #: ``requests`` / ``reads``: how many requests one read of a client brings.
@@ -55,8 +56,9 @@ class ApiServer:
                                       "refused": 0}
         self.tcp_address: tuple[str, int] | None = None
         self._ids = itertools.count(1)
-        #: The connections with frames to write when the current reader's turn ends.
-        self.turn_writes = TurnWrites()
+        #: The connections with frames to write when the current step ends: a reader's
+        #: turn, or (given the daemon's) a core step its driver carries out.
+        self.turn_writes = TurnWrites() if turn_writes is None else turn_writes
 
     def status(self) -> dict[str, Any]:
         return dict(self.stats)
