@@ -4,8 +4,9 @@ After a healed partition both sides' roots number a topic for a moment, and the 
 keeps the key may be among the other's replicas: it gets that root's ``Replicate`` and
 ``ReplicaSync`` copies. A number the other root gave is no number this one has, nor an
 event its tree had, so the copies are kept here, per root, apart from this node's log
-and from its replica copies (``Retention.on_replicate``), until that root hands its log
-over and the merge takes both logs in (:mod:`scribe.merge`).
+and from its replica copies (:meth:`scribe.replica_copies.ReplicaCopies.on_replicate`),
+until that root hands its log over and the merge takes both logs in
+(:mod:`scribe.merge`).
 
 If the other root stops before it hands over (it crashed, or is cut off again), those
 copies may be all that is left of events it acknowledged: its other replicas do not own

@@ -59,7 +59,7 @@ class ScribeState:
         #: their former owner again (it numbers them knowing their log).
         self._stood_in: set[str] = set()
         #: Per recovering topic, the members this root asked again for everything from
-        #: its log's start: an answer began past a fork (``Retention.on_replica_sync``).
+        #: its log's start: an answer began past a fork (``ReplicaCopies.on_replica_sync``).
         #: Asked once per recovery.
         self.asked_whole: dict[str, set[int]] = {}
         #: Catch-up pulls that reached this root while it was recovering, by puller id.
