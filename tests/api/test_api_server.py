@@ -16,7 +16,7 @@ import trio.testing
 
 from overlay import client as api_client
 from overlay.core.framing import FrameDecoder, decode_map, encode_frame
-from overlay.runtime.api import ApiConfig, ApiServer
+from overlay.runtime.api import ApiConfig, ApiServer, outbox
 from tests.api.fake_service import FakeService
 from tests.api.writer_wakes import counting_writer_sends
 
@@ -329,3 +329,29 @@ async def test_what_a_full_socket_does_not_take_follows_in_order(tmp_path: Path)
             rid.to_bytes(2, "big") * (payload_size // 2) for rid in range(2, 2 + count)]
         assert server.stats["overloaded_closes"] == 0
         nursery.cancel_scope.cancel()
+
+
+async def test_a_connection_whose_frames_cannot_be_made_ends_alone(
+        served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug of ours making one connection's frames (here: its notify batches) ends
+    that connection only; the turn that caused them, the publisher and the other
+    subscribers go on."""
+    _, _, path = served
+    batched = RawConn(await trio.open_unix_socket(str(path)))
+    assert (await batched.call(op="hello", version=1, rid=0, batch_notify=True))["ok"]
+    await batched.call(op="subscribe", topic="t", rid=1)
+    plain = await raw(path)
+    plain_sub = (await plain.call(op="subscribe", topic="t", rid=1))["sub"]
+    publisher = await raw(path)
+
+    def broken(*_: Any) -> list[bytes]:
+        raise RuntimeError("a bug making notify_batch frames")
+
+    monkeypatch.setattr(outbox, "notify_frames", broken)
+    reply = await publisher.call(op="publish", topic="t", payload=b"p", rid=2,
+                                 reliable=False)
+    assert reply["rid"] == 2 and reply["ok"]
+    notify = await plain.recv()
+    assert notify["sub"] == plain_sub and notify["payload"] == b"p"
+    assert await batched.closed()
+    assert (await publisher.call(op="status", rid=3))["ok"]

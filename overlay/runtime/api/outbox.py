@@ -187,7 +187,14 @@ class Outbox:
             self._woken = True
             self._wake.set()
             return
-        data = self._ready_bytes()
+        try:
+            data = self._ready_bytes()
+        except Exception:  # a bug of ours: the writer task meets it too, and ends only
+            # this connection (never the step, which may be another client's or the core's)
+            log.exception("internal error writing to API connection %d", self.conn_id)
+            self._woken = True
+            self._wake.set()
+            return
         if not data:
             return
         try:
