@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import math
 import os
 import statistics
 import subprocess
@@ -75,6 +74,7 @@ import trio
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.transport import percentile  # noqa: E402
 from overlay.commands.daemon import tune_gc  # noqa: E402
 from overlay.core.framing import FrameDecoder, decode_map, encode_frame  # noqa: E402
 from overlay.runtime.api.connection import ApiConnection  # noqa: E402
@@ -303,11 +303,6 @@ async def one_run(setup: Setup, events: int, window: int, callgrind_phase: bool 
     return result
 
 
-def percentile(ordered: list[float], p: float) -> float:
-    """Nearest rank: the smallest value with at least ``p`` of them at or below it."""
-    return ordered[max(0, math.ceil(p * len(ordered)) - 1)]
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--events", type=int, default=30000)
@@ -335,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
                          args.lone) for _ in range(args.repeat)]
         costs = [c for _, c, _ in runs]
         trips = sorted(t for _, _, run in runs for t in run)
-        tail = (f"  {percentile(trips, 0.5) * 1e6:.0f}/{percentile(trips, 0.99) * 1e6:.0f}"
+        tail = (f"  {percentile(trips, 50) * 1e6:.0f}/{percentile(trips, 99) * 1e6:.0f}"
                 if trips else "")
         print(f"{setup.name:28s} {min(costs):13.1f} {statistics.median(costs):8.1f} "
               f"{max(r for r, _, _ in runs):13,.0f}  {GC_PAUSES.summary()}{tail}", flush=True)
