@@ -107,6 +107,11 @@ class KbrHost(Protocol):
         the count of persists so far; ``on_synced`` reports how far they are durable)."""
         ...
 
+    def want_sync(self, through: int) -> None:
+        """Emit a ``SyncWanted`` effect: something waits for the persists up to the
+        ``through``-th, so they are applied without delay."""
+        ...
+
 
 class KbrApplication(Protocol):
     """Up-calls an application plugged into the Chord core implements."""

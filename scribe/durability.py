@@ -291,6 +291,8 @@ class Durability:
         self.enabled = enabled
         self.written = 0
         self.synced = 0
+        #: The highest persist something waits for (the driver was told: ``want_sync``).
+        self.wanted = 0
         self._waiting: deque[tuple[int, SyncWaiter]] = deque()
         #: Writes reported failed, and when the last was while none succeeded since
         #: (None: the store writes).
@@ -312,10 +314,14 @@ class Durability:
 
     def after(self, write: int, waiter: SyncWaiter) -> bool:
         """Hold ``waiter`` until persist ``write`` is synced; False when it is already
-        (the caller goes on at once)."""
+        (the caller goes on at once). The driver is told that ``write`` is waited for:
+        persists nobody waits for may be applied a little later (``SyncWanted``)."""
         if write <= self.synced:
             return False
         self._waiting.append((write, waiter))
+        if write > self.wanted:  # once per persist, however many wait for it
+            self.wanted = write
+            self._host.want_sync(write)
         return True
 
     def synced_through(self, through: int) -> list[SyncWaiter]:

@@ -69,6 +69,16 @@ class Notice(Effect):
     data: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class SyncWanted(Effect):
+    """Something waits until the ``Persist`` effects up to the ``through``-th are synced
+    (a publisher's acknowledgement, a replica's confirmation): the driver applies them
+    without delay. Persists nobody waits for may wait a little, to share a transaction
+    and its sync with the next ones (:mod:`overlay.core.storage`)."""
+
+    through: int
+
+
 @dataclass(slots=True)  # not frozen: one per event retained, and frozen costs on the way
 class Persist(Effect):
     """Apply ``op`` to the node's store, after every ``Persist`` before it; the driver

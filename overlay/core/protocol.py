@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from overlay.core.effects import Deliver, Effect, Notice, Persist, Send, Trace
+from overlay.core.effects import Deliver, Effect, Notice, Persist, Send, SyncWanted, Trace
 from overlay.core.messages import Message
 from overlay.core.pubsub import DeliveredEvent
 from overlay.core.storage import StorageOp
@@ -83,3 +83,6 @@ class CoreBase:
 
     def persist(self, op: StorageOp) -> None:
         self._effects.append(Persist(op))
+
+    def want_sync(self, through: int) -> None:
+        self._effects.append(SyncWanted(through))

@@ -203,8 +203,7 @@ class Daemon(Generic[C]):
                                          on_deliver=self._on_deliver,
                                          on_notice=self._on_notice,
                                          on_request=self._on_request,
-                                         storage=None if self.storage is None
-                                         else self.storage.submit,
+                                         storage=self.storage,
                                          turn_writes=self.turn_writes)
                 nursery.start_soon(self.driver.run, receive_channel)
                 nursery.start_soon(self._flush_traces)
@@ -224,6 +223,7 @@ class Daemon(Generic[C]):
                 nursery.cancel_scope.cancel()
         finally:
             if self.storage is not None:
+                self.storage.write_queued()
                 self.storage.store.close()
             if self.tracer is not None:
                 self.tracer.close()

@@ -14,11 +14,11 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import trio
 
-from overlay.core.effects import Deliver, Effect, Notice, Persist, Send, Trace
+from overlay.core.effects import Deliver, Effect, Notice, Persist, Send, SyncWanted, Trace
 from overlay.core.errors import LocalProtocolError, OverlayError
 from overlay.core.messages import Message
 from overlay.core.protocol import ProtocolCore
@@ -34,6 +34,17 @@ C = TypeVar("C", bound=ProtocolCore)
 RequestHandler = Callable[[str, Message], Message | None]
 
 
+class StorageQueue(Protocol):
+    """Where a core's storage operations go (:class:`~overlay.runtime.storage_worker.
+    StorageWorker`)."""
+
+    def submit(self, op: StorageOp) -> None:
+        """Apply ``op`` after those submitted before it."""
+
+    def want(self, through: int) -> None:
+        """Something waits for the operations up to the ``through``-th: no delay."""
+
+
 class CoreDriver(Generic[C]):
     def __init__(
         self,
@@ -44,15 +55,15 @@ class CoreDriver(Generic[C]):
         on_notice: Callable[[Notice], None] | None = None,
         on_request: RequestHandler | None = None,
         wallclock: Callable[[], float] = time.time,
-        storage: Callable[[StorageOp], None] | None = None,
+        storage: StorageQueue | None = None,
         turn_writes: TurnWrites | None = None,
     ) -> None:
         self.core = core
         #: The frames the effects of a step cause (notifies, replies) are written when
         #: they are all carried out (none: by the writers' own tasks).
         self.turn_writes = TurnWrites() if turn_writes is None else turn_writes
-        #: Where ``Persist`` effects go (a StorageWorker's submit), in order; a core that
-        #: persists runs only with one.
+        #: Where ``Persist`` effects go, in order, and ``SyncWanted`` (a StorageWorker);
+        #: a core that persists runs only with one.
         self.storage = storage
         self.transport = transport
         self.tracer = tracer
@@ -216,7 +227,9 @@ class CoreDriver(Generic[C]):
                     elif isinstance(effect, Persist):
                         if self.storage is None:
                             raise RuntimeError("a core persisted with no store to persist to")
-                        self.storage(effect.op)
+                        self.storage.submit(effect.op)
+                    elif isinstance(effect, SyncWanted) and self.storage is not None:
+                        self.storage.want(effect.through)
                 except LocalProtocolError:
                     log.exception("core asked to send an unsendable message")
                 except Exception:

@@ -8,6 +8,15 @@ it is synced. Operations that arrive while a transaction is being written go in 
 next one: one sync for all of them (group commit), so the rate does not fall to one
 event per sync.
 
+Operations nobody waits for (the appends of unreliable events, trims, counters) wait up
+to :data:`~overlay.core.storage.LINGER_SECONDS` for more to join them; an operation
+something waits for (the driver passes on the core's ``SyncWanted``:
+:meth:`StorageWorker.want`) ends the wait at once. Events published one at a time
+otherwise paid a transaction each: about 40% of a lone unreliable event's CPU
+(``bench/daemon_path.py --lone``). What lingers is written when the daemon stops
+(:meth:`StorageWorker.write_queued`); a killed process loses it, as it loses a
+transaction under way (nothing acknowledged: see docs/DESIGN.md).
+
 A write that fails (a full disk, the ``max_bytes`` quota, an I/O error) is not retried
 as it was: the worker applies what it can keep of the failed transaction without the
 events (:func:`scribe.durability.salvage`: trims and drops, which free space, and every
@@ -25,7 +34,7 @@ from collections.abc import Callable
 
 import trio
 
-from overlay.core.storage import StorageOp
+from overlay.core.storage import LINGER_SECONDS, StorageOp
 from overlay.runtime.logstore import LogStore
 
 log = logging.getLogger("overlay.storage")
@@ -41,12 +50,18 @@ Failed = Callable[[int, str], None]
 class StorageWorker:
     """Applies a core's storage operations in order, in group commits, on a thread."""
 
-    def __init__(self, store: LogStore) -> None:
+    def __init__(self, store: LogStore, linger: float = LINGER_SECONDS) -> None:
         self.store = store
+        self.linger = linger
         self._queued: list[StorageOp] = []
+        #: When the first of ``_queued`` came (trio's clock).
+        self._first_at = 0.0
         #: Operations submitted so far (the core's persist count).
         self.submitted = 0
         self.synced = 0
+        #: The highest operation something waits for (:meth:`want`).
+        self.wanted = 0
+        self._wanted_now = trio.Event()
         self.commits = 0
         #: Transactions that failed, and the last one's error while no commit has
         #: succeeded since (None: the store is writing).
@@ -55,9 +70,17 @@ class StorageWorker:
         self._wake = trio.Event()
 
     def submit(self, op: StorageOp) -> None:
+        if not self._queued:
+            self._first_at = trio.current_time()
         self._queued.append(op)
         self.submitted += 1
         self._wake.set()
+
+    def want(self, through: int) -> None:
+        """Something waits for the operations up to the ``through``-th: no lingering."""
+        if through > self.wanted:
+            self.wanted = through
+            self._wanted_now.set()
 
     async def run(self, on_synced: Synced, on_failed: Failed) -> None:
         """Until cancelled: apply what was submitted, one transaction at a time."""
@@ -67,7 +90,13 @@ class StorageWorker:
                 nursery.start_soon(self._sync_every, policy.interval_ms / 1000)
             while True:
                 await self._wake.wait()
+                if self.linger > 0 and self.wanted <= self.synced:
+                    # Nobody waits for what is queued: let more join its transaction.
+                    with trio.move_on_at(self._first_at + self.linger):
+                        await self._wanted_now.wait()
                 self._wake = trio.Event()
+                if self._wanted_now.is_set():
+                    self._wanted_now = trio.Event()
                 ops, self._queued = self._queued, []
                 through = self.submitted
                 try:
@@ -83,6 +112,22 @@ class StorageWorker:
                                 self.failures)
                     self.failing = None
                 on_synced(through)
+
+    def write_queued(self) -> None:
+        """Apply what is still queued, here and now (the daemon stops: :meth:`run` was
+        cancelled, no transaction is under way). A failure is logged: the core that
+        asked for them is gone."""
+        ops, self._queued = self._queued, []
+        if not ops:
+            return
+        try:
+            self.store.apply(ops)
+        except (sqlite3.Error, OSError) as exc:
+            log.error("storage: the last %d operations could not be written at stop (%s)",
+                      len(ops), exc)
+        else:
+            self.commits += 1
+            self.synced = self.submitted
 
     async def _salvage(self, ops: list[StorageOp], error: str) -> None:
         """``ops`` failed together: apply what can be kept of them. If even that fails,

@@ -15,20 +15,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from overlay.core.effects import Deliver, Notice, Persist, Send, Trace
+from overlay.core.effects import Deliver, Notice, Persist, Send, SyncWanted, Trace
 from overlay.core.errors import LocalProtocolError
 from overlay.core.framing import decode_map, encode_map
 from overlay.core.limits import DEFAULT_MAX_FRAME
 from overlay.core.messages import Message, decode_message, encode_message
 from overlay.core.protocol import ProtocolCore
 from overlay.core.pubsub import DeliveredEvent
-from overlay.core.storage import StorageOp, SyncPolicy
+from overlay.core.storage import LINGER_SECONDS, StorageOp, SyncPolicy
 from overlay.core.tracing import NodeTracer
 from overlay.sim.network import Network, NetworkConfig
 
 C = TypeVar("C", bound=ProtocolCore)
 
-_ARRIVE, _TIMER, _UNREACHABLE, _ACTION, _SYNCED, _FLUSHED = range(6)
+_ARRIVE, _TIMER, _UNREACHABLE, _ACTION, _SYNCED, _FLUSHED, _COMMIT = range(7)
 
 
 class DurableState(Protocol):
@@ -51,8 +51,14 @@ class SimStorage:
     #: Persists the node's current incarnation emitted, and how far they are synced.
     written: int = 0
     synced: int = 0
-    #: A sync under way (always) or a flush scheduled (interval, never).
+    #: A sync under way or lingering (always), or a flush scheduled (interval, never).
     busy: bool = False
+    #: The highest persist the core waits for (``SyncWanted``).
+    wanted: int = 0
+    #: (always) The next group's sync waits for ``LINGER_SECONDS`` or a ``SyncWanted``.
+    lingering: bool = False
+    #: Bumped whenever a lingering group is scheduled: an earlier schedule is void.
+    linger_token: int = 0
     #: Bumped at a crash: a sync or flush begun before it completes nothing.
     generation: int = 0
     #: While set, every commit fails with this error, as on a full disk
@@ -100,6 +106,7 @@ class Simulator:
         max_frame: int = DEFAULT_MAX_FRAME,
         sync: SyncPolicy | None = None,
         sync_seconds: float = 0.002,
+        linger_seconds: float = LINGER_SECONDS,
     ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
@@ -119,7 +126,10 @@ class Simulator:
         #: synced once a sync of ``sync_seconds`` that began after it ended (group
         #: commit); ``interval`` and ``never`` report it at once and make it durable at
         #: the next flush (every interval; every 30 s for ``never``, as an OS writes back).
+        #: Under ``always`` a group nobody waits for begins ``linger_seconds`` after it
+        #: could (``LINGER_SECONDS``, as the daemon's store), or at a ``SyncWanted``.
         self.sync = sync or SyncPolicy()
+        self.linger_seconds = linger_seconds
         self.sync_seconds = sync_seconds
         self.on_deliver: list[DeliverHook] = []
         self.on_notice: list[NoticeHook] = []
@@ -146,8 +156,8 @@ class Simulator:
         if old is not None:
             tracer, disk = old.tracer, old.storage
             if disk is not None:
-                disk.written = disk.synced = 0
-                disk.busy = False
+                disk.written = disk.synced = disk.wanted = 0
+                disk.busy = disk.lingering = False
         else:
             tracer = None
             if self.trace_dir is not None:
@@ -217,7 +227,7 @@ class Simulator:
         if disk is not None:  # what was not on stable storage is gone
             disk.unsynced.clear()
             disk.generation += 1
-            disk.busy = False
+            disk.busy = disk.lingering = False
         self._trace(node, "node_down", {"reason": "crash"})
 
     def partition(self, groups: list[list[str]]) -> None:
@@ -250,6 +260,8 @@ class Simulator:
                 self._synced(*payload)
             elif kind == _FLUSHED:
                 self._flushed(*payload)
+            elif kind == _COMMIT:
+                self._lingered(*payload)
             else:
                 payload()
             if max_events is not None and processed >= max_events:
@@ -303,6 +315,8 @@ class Simulator:
                     notice_hook(addr, effect, self.now)
             elif isinstance(effect, Persist):
                 self._persist(addr, node, effect.op)
+            elif isinstance(effect, SyncWanted):
+                self._want(addr, node, effect.through)
         if not node.alive:
             return
         deadline = node.core.next_deadline()
@@ -326,8 +340,7 @@ class Simulator:
         if not disk.busy:
             disk.busy = True
             if self.sync.mode == "always":
-                self._push(self.now + self.sync_seconds, _SYNCED,
-                           (addr, disk.generation, disk.written, True))
+                self._next_group(addr, disk)
             else:
                 every = self.sync.interval_ms / 1000 if self.sync.mode == "interval" else 30.0
                 self._push(self.now + every, _FLUSHED, (addr, disk.generation))
@@ -346,8 +359,7 @@ class Simulator:
             disk.busy = False
             if disk.unsynced:  # written while it ran: the next group
                 disk.busy = True
-                self._push(self.now + self.sync_seconds, _SYNCED,
-                           (addr, disk.generation, disk.written, True))
+                self._next_group(addr, disk, through)
         if through > disk.synced:
             disk.synced = through
             if failed:
@@ -356,6 +368,38 @@ class Simulator:
             else:
                 node.core.on_synced(self.now, through)
             self._after_input(addr, node)
+
+    def _next_group(self, addr: str, disk: SimStorage, synced: int | None = None) -> None:
+        """(always) The unsynced persists' group: its sync begins now if the core waits
+        for one of them (``synced``: how far the group before reached), else after
+        ``linger_seconds`` or at the first ``SyncWanted``."""
+        if disk.wanted > (disk.synced if synced is None else synced) or \
+                self.linger_seconds <= 0:
+            self._begin_sync(addr, disk)
+            return
+        disk.lingering = True
+        disk.linger_token += 1
+        self._push(self.now + self.linger_seconds, _COMMIT,
+                   (addr, disk.generation, disk.linger_token))
+
+    def _begin_sync(self, addr: str, disk: SimStorage) -> None:
+        disk.lingering = False
+        self._push(self.now + self.sync_seconds, _SYNCED,
+                   (addr, disk.generation, disk.written, True))
+
+    def _lingered(self, addr: str, generation: int, token: int) -> None:
+        disk = self.nodes[addr].storage
+        if disk is not None and generation == disk.generation and disk.lingering and \
+                token == disk.linger_token:
+            self._begin_sync(addr, disk)
+
+    def _want(self, addr: str, node: SimNode, through: int) -> None:
+        disk = node.storage
+        if disk is None:
+            return
+        disk.wanted = max(disk.wanted, through)
+        if disk.lingering:
+            self._begin_sync(addr, disk)
 
     def _flushed(self, addr: str, generation: int) -> None:
         disk = self.nodes[addr].storage

@@ -11,11 +11,13 @@ import trio
 import trio.testing
 
 from overlay.core.framing import FrameDecoder, decode_map, encode_frame
+from overlay.core.storage import SyncPolicy
 from overlay.runtime.api import ApiError, Notifications, PublishResult
 from overlay.runtime.api.connection import ApiConnection
 from overlay.runtime.api.requests import Publish, Subscribe
 from overlay.runtime.api.service import Push
 from overlay.runtime.config import build_config
+from overlay.runtime.logstore import LOG_FILE, LogStore
 from overlay.runtime.serve import Node, build_node
 from tests.api.writer_wakes import counting_writer_sends
 
@@ -135,3 +137,30 @@ async def _connect(node: Node[Any], nursery: trio.Nursery, conn_id: int) -> _Raw
     client = _Raw(ours)
     assert (await client.call({"op": "hello", "rid": 1, "version": 1}))["ok"]
     return client
+
+
+async def test_events_whose_persists_linger_are_written_when_the_daemon_stops(
+        tmp_path: Path) -> None:
+    node = build_node(build_config(None, {}, {"bind": "127.0.0.1:0",
+                                              "state_dir": str(tmp_path)}))
+    service = node.service
+    async with trio.open_nursery() as nursery:
+        await nursery.start(node.daemon.run)
+        with trio.fail_after(10):
+            while not service.ready:
+                await trio.sleep(0.02)
+        storage = node.daemon.storage
+        assert storage is not None
+        storage.linger = 3600.0  # nobody waits for them: they are still queued at the stop
+        outcomes = service.publish_unreliable(
+            [Publish("t", {"n": n}, reliable=False) for n in range(3)])
+        assert all(isinstance(o, PublishResult) for o in outcomes)
+        await trio.testing.wait_all_tasks_blocked()
+        assert storage.synced < storage.submitted
+        node.daemon.stop()
+    assert node.daemon.node is not None
+    store = LogStore(tmp_path / LOG_FILE, node.daemon.node.node_hex, SyncPolicy())
+    (log,) = store.load().logs
+    store.close()
+    assert [e.msg_id for e in log.events] == [
+        o.msg_id for o in outcomes if isinstance(o, PublishResult)]

@@ -45,6 +45,8 @@ class RecordingHost:
     pred: NodeRef | None = None
     #: Storage operations the app persisted (a durable config), in order.
     persisted: list[StorageOp] = field(default_factory=list)
+    #: The ``through`` of each ``want_sync``, in order.
+    sync_wanted: list[int] = field(default_factory=list)
 
     def route(self, now: float, key: int, msg: Message, *, ack: bool | None = None) -> None:
         if self.is_responsible(key):
@@ -72,6 +74,9 @@ class RecordingHost:
 
     def persist(self, op: StorageOp) -> None:
         self.persisted.append(op)
+
+    def want_sync(self, through: int) -> None:
+        self.sync_wanted.append(through)
 
     def deliver_local(self, sub: int, event: Any) -> None:
         self.delivered.append((sub, event))

@@ -161,3 +161,23 @@ def test_a_refusal_carries_a_bounded_reason() -> None:
     app.on_storage_failed(1.1, len(host.persisted), "x" * 10_000)
     (_, refused), = host.sent_of(PublishRefused)
     assert isinstance(refused, PublishRefused) and len(refused.reason) == 200
+
+
+def test_the_store_is_told_which_persists_something_waits_for() -> None:
+    """A reliable event's root copy and a replica's copy are waited for (``want_sync``,
+    once per persist); an unreliable event's append is not, so it may linger."""
+    app, host = root_with_replicas()
+    app.deliver(1.0, MID, Publish(body("cc"), ORIGIN, reliable=False), 2)
+    assert host.persisted[-1] == AppendEvents(TOPIC, (body("cc", 1),))
+    assert host.sync_wanted == []
+    app.deliver(1.1, MID, Publish(body("aa"), ORIGIN), 2)
+    last = host.persisted[-1]
+    assert isinstance(last, AppendEvents) and [(b.msg_id, b.seq) for b in last.events] == [
+        ("aa", 2)]
+    assert host.sync_wanted == [len(host.persisted)]
+    app.on_synced(1.2, len(host.persisted))
+    app.deliver(1.3, MID, Publish(body("bb"), ORIGIN), 2)
+    assert host.sync_wanted == [len(host.persisted) - 1, len(host.persisted)]
+    replica, rhost = node(300, root=False)
+    replica.on_direct(1.0, "n200", Replicate(body("aa", 1), ref(200)))
+    assert rhost.sync_wanted == [len(rhost.persisted)] == [1]

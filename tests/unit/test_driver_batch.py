@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from overlay.core.effects import Deliver, Effect, Notice, Trace
+from overlay.core.effects import Deliver, Effect, Notice, Persist, SyncWanted, Trace
 from overlay.core.messages import Message
+from overlay.core.storage import StorageOp
 from overlay.runtime.driver import CoreDriver
 
 
@@ -106,3 +107,25 @@ async def test_the_effects_of_a_batch_are_carried_out_even_when_it_raises() -> N
         driver.call(emit(Deliver(1, None)))
         raise ValueError("a request went wrong")
     assert seen == [("deliver", 1)]
+
+
+class RecordingStorage:
+    """A StorageQueue that records what the driver hands it."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, object]] = []
+
+    def submit(self, op: StorageOp) -> None:
+        self.seen.append(("submit", op))
+
+    def want(self, through: int) -> None:
+        self.seen.append(("want", through))
+
+
+async def test_persists_and_the_syncs_waited_for_reach_the_store_in_order() -> None:
+    storage = RecordingStorage()
+    driver = CoreDriver(FakeCore(), FakeTransport(),  # type: ignore[arg-type]  # fakes
+                        storage=storage)
+    first, second = StorageOp(), StorageOp()
+    driver.call(emit(Persist(first), Persist(second), SyncWanted(2), Trace("a", {})))
+    assert storage.seen == [("submit", first), ("submit", second), ("want", 2)]
