@@ -4,9 +4,10 @@ Each node writes ``<trace_dir>/<node-hex-id>.jsonl``. When the current file pass
 ``max_bytes`` it is closed and renamed to the next free ``.jsonl.N`` (N = 1, 2, ...),
 so rotation never renames older files again and nothing is deleted (readers take every
 ``*.jsonl*`` file; records carry their own ``ts``). Lines are buffered and written in
-batches; ``flush()`` (periodically, and on shutdown) puts them on disk. The file is
-opened only while writing, so a simulation with thousands of nodes holds no file
-descriptors between flushes.
+batches; ``flush()`` (periodically, and on shutdown) puts them on disk. By default the
+file is opened only while writing, so a simulation with thousands of nodes holds no
+file descriptors between flushes; a daemon keeps its one file open (``keep_open``):
+opening and closing it cost 40 of a 32 KiB flush's 50 us.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import math
 import os
 from collections.abc import MutableMapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 import structlog
@@ -35,10 +36,14 @@ class RotatingJsonlFile:
         path: Path,
         max_bytes: int = DEFAULT_MAX_BYTES,
         buffer_bytes: int = DEFAULT_BUFFER_BYTES,
+        keep_open: bool = False,
     ) -> None:
         self.path = path
         self.max_bytes = max_bytes
         self.buffer_bytes = buffer_bytes
+        self.keep_open = keep_open
+        #: With ``keep_open``: the file, from the first flush until rotation or close.
+        self._open: BinaryIO | None = None
         self._pending: list[bytes] = []
         self._pending_bytes = 0
         self._size = path.stat().st_size if path.exists() else 0
@@ -64,16 +69,29 @@ class RotatingJsonlFile:
         self._pending_bytes = 0
         if self._size and self._size + len(data) > self.max_bytes:
             self._rotate()
-        with open(self.path, "ab") as fh:
-            fh.write(data)
+        if self.keep_open:
+            if self._open is None:
+                self._open = open(self.path, "ab")  # noqa: SIM115  # held across flushes
+            self._open.write(data)
+            self._open.flush()
+        else:
+            with open(self.path, "ab") as fh:
+                fh.write(data)
         self._size += len(data)
 
     def close(self) -> None:
         if not self.closed:
             self.flush()
+            self._close_file()
             self.closed = True
 
+    def _close_file(self) -> None:
+        if self._open is not None:
+            self._open.close()
+            self._open = None
+
     def _rotate(self) -> None:
+        self._close_file()
         n = 1
         while (rotated := self.path.with_name(f"{self.path.name}.{n}")).exists():
             n += 1
@@ -189,12 +207,15 @@ class NodeTracer:
         run: str | None = None,
         max_bytes: int = DEFAULT_MAX_BYTES,
         buffer_bytes: int = DEFAULT_BUFFER_BYTES,
+        keep_open: bool = False,
     ) -> None:
+        """``keep_open``: hold the file open between flushes (:class:`RotatingJsonlFile`)."""
         directory = Path(trace_dir)
         directory.mkdir(parents=True, exist_ok=True)
         self.node = node_hex
         self.run = run
-        self.file = RotatingJsonlFile(directory / f"{node_hex}.jsonl", max_bytes, buffer_bytes)
+        self.file = RotatingJsonlFile(directory / f"{node_hex}.jsonl", max_bytes, buffer_bytes,
+                                      keep_open)
         # Bound at once (no lazy proxy) with structlog's generated fast logger class.
         self._log = structlog.wrap_logger(
             self.file, processors=[_render], context_class=dict, wrapper_class=_LOGGER_CLASS,

@@ -193,7 +193,8 @@ class Daemon(Generic[C]):
                 self.address = await nursery.start(transport.run)
                 node = self.node = self.kind.build(self.address, self.rng)
                 if self.config.trace_dir is not None:
-                    self.tracer = NodeTracer(self.config.trace_dir, node.node_hex)
+                    self.tracer = NodeTracer(self.config.trace_dir, node.node_hex,
+                                             keep_open=True)
                 kind = self.kind
                 report: LoadReport | None = None
                 if kind.durable:

@@ -4,6 +4,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from overlay.core import Timers
 from overlay.core.tracing import NodeTracer, TraceItem, render, render_lines
 
@@ -21,8 +23,10 @@ def test_timers_fire_in_order_and_reschedule_replaces() -> None:
     assert timers.pop_due(100.0) == []
 
 
-def test_tracer_writes_ordered_fields_and_rotates(tmp_path: Path) -> None:
-    tracer = NodeTracer(tmp_path, "00ff", run="r7", max_bytes=300, buffer_bytes=1)
+@pytest.mark.parametrize("keep_open", [False, True])
+def test_tracer_writes_ordered_fields_and_rotates(tmp_path: Path, keep_open: bool) -> None:
+    tracer = NodeTracer(tmp_path, "00ff", run="r7", max_bytes=300, buffer_bytes=1,
+                        keep_open=keep_open)
     for i in range(10):
         tracer.write(float(i), "lookup", {"key": "ab", "hops": i, "ok": True, "ms": 1.5})
     tracer.close()
@@ -35,8 +39,9 @@ def test_tracer_writes_ordered_fields_and_rotates(tmp_path: Path) -> None:
     assert first.startswith('{"ts":0.0,"node":"00ff","ev":"lookup","run":"r7","key":"ab"')
 
 
-def test_tracer_buffers_until_flush(tmp_path: Path) -> None:
-    tracer = NodeTracer(tmp_path, "01", buffer_bytes=1 << 20)
+@pytest.mark.parametrize("keep_open", [False, True])
+def test_tracer_buffers_until_flush(tmp_path: Path, keep_open: bool) -> None:
+    tracer = NodeTracer(tmp_path, "01", buffer_bytes=1 << 20, keep_open=keep_open)
     tracer.write(1.0, "node_up", {"addr": "h:1", "mode": "structured", "version": 1})
     assert not (tmp_path / "01.jsonl").exists()
     tracer.flush()
