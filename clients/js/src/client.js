@@ -16,13 +16,12 @@ import {
 import {
   DEFAULT_MAX_FRAME,
   FrameReader,
-  arrayHeader,
   cbor,
   encodeFrame,
-  frameBytes,
   normalizeInt,
 } from './frames.js';
 import { SizeLimits } from './limits.js';
+import { batchFrame, batchPrefixSize, publishFields, published } from './publish_frames.js';
 import { DurableSubscription, addDurableFields, consumerInfo } from './durable.js';
 import { Subscription, eventFields } from './subscription.js';
 
@@ -369,8 +368,7 @@ export class Client {
 
   _batchFrame(rid, reliable, batch, bodies) {
     this._pending.set(rid, { kind: 'publish_batch', items: batch });
-    const prefix = batchPrefix(rid, reliable, batch.length);
-    return frameBytes(Buffer.concat([prefix, ...bodies]));
+    return batchFrame(rid, reliable, bodies);
   }
 
   // -- reading -------------------------------------------------------------------
@@ -485,45 +483,4 @@ export class Client {
     if (this._pausedBy.size > 0) this.socket.pause();
     else this.socket.resume();
   }
-}
-
-function publishFields(topic, options) {
-  const event = { topic, attrs: options.attrs ?? {} };
-  if (options.payload !== undefined) event.payload = toBytes(options.payload);
-  if (options.msgId !== undefined) event.msg_id = options.msgId;
-  if (options.ttl !== undefined && options.ttl !== null) event.ttl = options.ttl;
-  return event;
-}
-
-function toBytes(payload) {
-  if (payload instanceof Uint8Array) return payload;
-  if (typeof payload === 'string') return Buffer.from(payload, 'utf8');
-  throw new TypeError('payload must be a Uint8Array, Buffer or string');
-}
-
-function published(result) {
-  return { msgId: result.msg_id, seq: result.seq === null || result.seq === undefined
-    ? null : normalizeInt(result.seq) };
-}
-
-// A batched publish is the map {op: "publish_batch", rid, reliable, events: [...]}: its
-// head is built here and the events' own CBOR follows, each encoded once.
-const PREFIX = {
-  op: Buffer.from(cbor.encode('op')), name: Buffer.from(cbor.encode('publish_batch')),
-  rid: Buffer.from(cbor.encode('rid')), reliable: Buffer.from(cbor.encode('reliable')),
-  events: Buffer.from(cbor.encode('events')),
-};
-// The map's head (4 entries), the keys, the op's name and the boolean: all but the rid.
-const PREFIX_FIXED = 1 + PREFIX.op.length + PREFIX.name.length + PREFIX.rid.length
-  + PREFIX.reliable.length + 1 + PREFIX.events.length;
-
-function batchPrefix(rid, reliable, count) {
-  return Buffer.concat([Buffer.from([0xa4]), PREFIX.op, PREFIX.name, PREFIX.rid,
-    cbor.encode(rid), PREFIX.reliable, Buffer.from([reliable ? 0xf5 : 0xf4]), PREFIX.events,
-    arrayHeader(count)]);
-}
-
-function batchPrefixSize(rid, count) {
-  const ridSize = rid < 24 ? 1 : rid < 0x100 ? 2 : rid < 0x10000 ? 3 : rid < 2 ** 32 ? 5 : 9;
-  return PREFIX_FIXED + ridSize + arrayHeader(count).length;
 }
