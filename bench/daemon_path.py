@@ -20,7 +20,11 @@ long, a tail of its latency that ``overlay.commands.daemon.GC_YOUNG_THRESHOLD`` 
 against Mosquitto and Redis.
 
 Run: .venv/bin/python bench/daemon_path.py [--events 30000] [--repeat 5] [--setup N]
-[--lone]
+[--lone] [--storage always|interval:<ms>|never|off]
+
+``--storage``: the daemon's ``[storage] sync`` (default ``always``, the daemon's
+default), or ``off`` (no topic log): run a setup both ways to see what persisting
+costs an event.
 
 ``--lone``: one event at a time instead of pipelined: each publish is written alone and
 the next waits for its reply and its notify (an application publishing now and then,
@@ -55,6 +59,7 @@ instructions per event; ``--callgrind-phase`` counts the measured phase only, in
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import os
 import statistics
@@ -77,6 +82,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.transport import percentile  # noqa: E402
 from overlay.commands.daemon import tune_gc  # noqa: E402
 from overlay.core.framing import FrameDecoder, decode_map, encode_frame  # noqa: E402
+from overlay.core.storage import SyncPolicy  # noqa: E402
 from overlay.runtime.api.connection import ApiConnection  # noqa: E402
 from overlay.runtime.api.outgoing import NOTIFY_BATCH_HEAD  # noqa: E402
 from overlay.runtime.config import build_config  # noqa: E402
@@ -273,11 +279,16 @@ async def connect(node: Node, nursery: trio.Nursery, conn_id: int,
 
 
 async def one_run(setup: Setup, events: int, window: int, callgrind_phase: bool = False,
-                  alone: bool = False) -> tuple[float, float, list[float]]:
+                  alone: bool = False, storage: str = "always"
+                  ) -> tuple[float, float, list[float]]:
     """(events per second, CPU microseconds per event, round trips of ``alone`` events)
-    of one fresh daemon."""
+    of one fresh daemon; ``storage``: its ``[storage] sync``, or ``off``."""
     with tempfile.TemporaryDirectory() as tmp:
-        node = build_node(build_config(None, {}, {"bind": "127.0.0.1:0", "state_dir": tmp}))
+        config = build_config(None, {}, {"bind": "127.0.0.1:0", "state_dir": tmp})
+        config = dataclasses.replace(config, storage=dataclasses.replace(
+            config.storage, enabled=False) if storage == "off" else dataclasses.replace(
+            config.storage, sync=SyncPolicy.parse(storage)))
+        node = build_node(config)
         tune_gc()
         async with trio.open_nursery() as nursery:
             await nursery.start(node.daemon.run)
@@ -315,10 +326,19 @@ def main(argv: list[str] | None = None) -> int:
                    help="under callgrind: count the measured phase only (module docs)")
     p.add_argument("--lone", action="store_true",
                    help="one event at a time, each waiting for the last (module docs)")
+    p.add_argument("--storage", default="always",
+                   help="the daemon's [storage] sync (always, interval:<ms>, never), or off: "
+                        "what the topic log costs an event")
     args = p.parse_args(argv)
+    if args.storage != "off":
+        try:
+            SyncPolicy.parse(args.storage)
+        except ValueError as exc:
+            p.error(f"--storage: {exc} (or off)")
     with open("/proc/loadavg", encoding="ascii") as fh:
         load = fh.read().split()[0]
-    print(f"{args.events} events per run, {args.repeat} runs per setup, load average {load}")
+    print(f"{args.events} events per run, {args.repeat} runs per setup, storage "
+          f"{args.storage}, load average {load}")
     trips_head = "  round trip p50/p99 (us, all runs)" if args.lone else ""
     print(f"{'setup':28s} {'us/event min':>13s} {'median':>8s} {'events/s max':>13s}  "
           f"cycle collections young/older/full (all runs){trips_head}")
@@ -327,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
             continue  # a batch is many events at once
         GC_PAUSES.seen.clear()
         runs = [trio.run(one_run, setup, args.events, args.window, args.callgrind_phase,
-                         args.lone) for _ in range(args.repeat)]
+                         args.lone, args.storage) for _ in range(args.repeat)]
         costs = [c for _, c, _ in runs]
         trips = sorted(t for _, _, run in runs for t in run)
         tail = (f"  {percentile(trips, 50) * 1e6:.0f}/{percentile(trips, 99) * 1e6:.0f}"
