@@ -32,10 +32,11 @@ class TurnWrites:
     @contextlib.contextmanager
     def turn(self, last: DeferredWrite | None = None) -> Iterator[None]:
         """A step: the frames it causes are written when it ends, ``last``'s after the
-        others' (a reader's own replies after the notifies its publishes caused)."""
-        if self._pending is not None:  # nested: the outer step writes
-            yield
-            return
+        others' (a reader's own replies after the notifies its publishes caused). Steps
+        do not nest: code that may run inside one checks :attr:`under_way` and lets that
+        one write (the driver, inside a reader's turn)."""
+        if self._pending is not None:
+            raise RuntimeError("a step began inside another: check under_way first")
         pending: list[DeferredWrite] = []
         self._pending = pending
         try:
