@@ -26,6 +26,9 @@
 //               load moving on the machine falls on all alike; each ratio is taken per
 //               round (overlay and broker of the same round), then its median.
 //   paced       `--paced-events` at `--paced-rate`/s, each timed from send to receipt.
+//   CPU         per throughput round, CPU microseconds per event of the server (broker
+//               or daemons), the publisher (this process) and the subscribers' processes,
+//               and the cores they kept busy (cpu.mjs; Linux /proc).
 // Native tools (mosquitto_pub/sub, redis-benchmark) are printed as ceilings: what each
 // broker does with its own C clients. `uptime` load is printed before and after.
 import { spawn } from 'node:child_process';
@@ -35,6 +38,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
+import { cpuPerEvent, cpuSnapshot } from './cpu.mjs';
 import { nativeCeilings } from './native.mjs';
 import { makePayload } from './payload.mjs';
 import { blast } from './publish.mjs';
@@ -187,14 +191,17 @@ async function probe(name, contender) {
 
 async function throughput(contender, count, window, size) {
   const run = nextRun++;
+  const subscriberPids = contender.subs.processes.map((p) => p.child.pid);
+  const before = cpuSnapshot(contender.serverPids, subscriberPids);
   const startNs = process.hrtime.bigint();
   await blast(contender.publisher, count, window, size, run);
   const got = await contender.subs.expect(run, count, 30_000);
+  const cpu = cpuPerEvent(before, cpuSnapshot(contender.serverPids, subscriberPids), count);
   const least = Math.min(...got.received);
   const seconds = Number(got.lastNs - startNs) / 1e9;
   const rate = least / seconds;
   return { rate, mbps: (rate * size * got.received.length) / 1e6, lost: count - least,
-    burstP50: got.latUs.p50, burstP99: got.latUs.p99 };
+    burstP50: got.latUs.p50, burstP99: got.latUs.p99, cpu };
 }
 
 async function latency(contender, count, rate, size) {
@@ -240,18 +247,22 @@ async function scenario(setup, nsubs, overlay, brokers, options, results, topicN
       const system = SYSTEMS[name];
       let publishTo;
       let targets;
+      let serverPids;
       if (system.kind === 'overlay') {
         publishTo = overlay.apis[0];
+        serverPids = overlay.pids;
         targets = overlay.apis.length === 1 ? Array(nsubs).fill(overlay.apis[0])
           : Array.from({ length: nsubs }, (_, i) => overlay.apis[1 + (i % (overlay.apis.length - 1))]);
       } else {
         if (!brokers[system.kind]) continue;
         publishTo = brokers[system.kind].port;
+        serverPids = [brokers[system.kind].pid];
         targets = Array(nsubs).fill(brokers[system.kind].port);
       }
       const subs = new Subscribers(name, topic, targets);
       const adapter = await system.make();
-      contenders[name] = { subs, publisher: await adapter.publisher(publishTo, topic) };
+      contenders[name] = { subs, serverPids,
+        publisher: await adapter.publisher(publishTo, topic) };
       await subs.ready();
       await probe(name, contenders[name]);
       if (system.kind === 'overlay' && overlay.apis.length > 1 && where === null) {
@@ -313,6 +324,28 @@ function pairRatios(rows) {
   return pairs;
 }
 
+/** Who did the work of the throughput rounds: CPU microseconds per event of the server
+ * (a broker; or the daemons together, and the busiest one alone), the publisher and the
+ * subscribers together, medians over the rounds; and how many cores all of them kept
+ * busy. A system whose server is not near one core busy, on a machine whose cores are
+ * not all busy, was held back by something else (a client, the window). */
+function cpuTable(rows, names) {
+  const runs = (name) => rows.filter((r) => r.name === name && r.kind === 'throughput'
+    && r.cpu?.cores != null);
+  if (!names.some((name) => runs(name).length)) return;
+  const us = (x) => (x == null ? '-' : x.toFixed(1));
+  console.log('CPU us/event         server (busiest)     publisher  subscribers  cores busy');
+  for (const name of names) {
+    const cpus = runs(name).map((r) => r.cpu);
+    if (!cpus.length) continue;
+    const at = (key) => median(cpus.map((c) => c[key]));
+    const busiest = cpus[0].busiestServer !== cpus[0].server ? ` (${us(at('busiestServer'))})` : '';
+    console.log(`${name.padEnd(20)} ${`${us(at('server'))}${busiest}`.padEnd(20)} `
+      + `${us(at('publisher')).padStart(9)}  ${us(at('subscribers')).padStart(11)}  `
+      + `${at('cores').toFixed(2).padStart(10)}`);
+  }
+}
+
 function report(results, options) {
   const groups = new Map();
   for (const r of results) {
@@ -338,6 +371,7 @@ function report(results, options) {
         + `${fmtUs(median(runs.map((r) => r.burstP50)))}/${fmtUs(median(runs.map((r) => r.burstP99)))}`.padEnd(20)
         + `${fmtUs(pace?.p50)}/${fmtUs(pace?.p99)}${lost ? `  LOST ${lost}` : ''}`);
     }
+    cpuTable(rows, names);
     for (const { a, b, ratios, loads } of pairRatios(rows)) {
       const pa = rows.find((r) => r.name === a && r.kind === 'paced');
       const pb = rows.find((r) => r.name === b && r.kind === 'paced');

@@ -69,6 +69,7 @@ export async function startProcess(what, exe, argsFor, work,
   await waitPort(port, child, what, timeout);
   return {
     port,
+    pid: child.pid,
     stop: () => new Promise((resolve) => {
       if (child.exitCode !== null) { if (group) signal('SIGKILL'); resolve(); return; }
       const timer = setTimeout(() => signal('SIGKILL'), 15_000);
