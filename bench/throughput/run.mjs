@@ -25,7 +25,9 @@
 //               Rounds run the systems in a rotated order (A B C, B C A, ...), so that
 //               load moving on the machine falls on all alike; each ratio is taken per
 //               round (overlay and broker of the same round), then its median.
-//   paced       `--paced-events` at `--paced-rate`/s, each timed from send to receipt.
+//   paced       `--paced-events` at `--paced-rate`/s, each timed from send to receipt,
+//               after each round's throughput runs, in the same order; p50 and p99 are
+//               the medians over the rounds, the p99 ratio is taken per round.
 //   CPU         per throughput round, CPU microseconds per event of the server (broker
 //               or daemons), the publisher (this process) and the subscribers' processes,
 //               and the cores they kept busy (cpu.mjs; Linux /proc).
@@ -288,10 +290,14 @@ async function scenario(setup, nsubs, overlay, brokers, options, results, topicN
           log(`  ${size} B round ${round + 1} ${name}: ${fmtRate(result.rate)}/s`
             + `${result.lost ? ` (LOST ${result.lost})` : ''}`);
         }
-      }
-      for (const name of names) {
-        const result = await latency(contenders[name], options.pacedEvents, options.pacedRate, size);
-        results.push({ kind: 'paced', setup, nsubs, size, name, topicNo, where, ...result });
+        // Paced latency per round too, in the same order: its ratios are taken per round
+        // like the throughput's, so that load moving on the machine falls on all alike.
+        for (const name of order) {
+          const result = await latency(contenders[name], options.pacedEvents, options.pacedRate,
+            size);
+          results.push({ kind: 'paced', setup, nsubs, size, name, round, topicNo, where,
+            load: os.loadavg()[0], ...result });
+        }
       }
     }
   } finally {
@@ -311,14 +317,14 @@ const PAIRS = [
 
 /** Per pair of PAIRS both in `rows`: the overlay / broker ratio of each round (the two
  * runs of a round are neighbours in time), with the load of each. */
-function pairRatios(rows) {
+function pairRatios(rows, kind = 'throughput', value = (r) => r.rate) {
   const pairs = [];
   for (const [a, b] of PAIRS) {
-    const ra = rows.filter((r) => r.name === a && r.kind === 'throughput');
-    const rb = rows.filter((r) => r.name === b && r.kind === 'throughput');
+    const ra = rows.filter((r) => r.name === a && r.kind === kind);
+    const rb = rows.filter((r) => r.name === b && r.kind === kind);
     if (!ra.length || !rb.length) continue;
-    const ratios = ra.map((r) => r.rate / rb.find((x) => x.round === r.round
-      && x.topicNo === r.topicNo).rate);
+    const ratios = ra.map((r) => value(r) / value(rb.find((x) => x.round === r.round
+      && x.topicNo === r.topicNo)));
     pairs.push({ a, b, ratios, loads: ra.map((r) => r.load) });
   }
   return pairs;
@@ -362,7 +368,10 @@ function report(results, options) {
     const names = [...new Set(rows.map((r) => r.name))];
     for (const name of names) {
       const runs = rows.filter((r) => r.name === name && r.kind === 'throughput');
-      const pace = rows.find((r) => r.name === name && r.kind === 'paced');
+      const paces = rows.filter((r) => r.name === name && r.kind === 'paced');
+      const pace = paces.length ? { p50: median(paces.map((r) => r.p50)),
+        p99: median(paces.map((r) => r.p99)),
+        lost: paces.reduce((sum, r) => sum + r.lost, 0) } : null;
       const rates = runs.map((r) => r.rate);
       const lost = runs.reduce((sum, r) => sum + r.lost, 0) + (pace?.lost ?? 0);
       console.log(`${name.padEnd(20)} ${fmtRate(median(rates)).padStart(7)} `
@@ -372,11 +381,12 @@ function report(results, options) {
         + `${fmtUs(pace?.p50)}/${fmtUs(pace?.p99)}${lost ? `  LOST ${lost}` : ''}`);
     }
     cpuTable(rows, names);
+    const paced = pairRatios(rows, 'paced', (r) => r.p99);
     for (const { a, b, ratios, loads } of pairRatios(rows)) {
-      const pa = rows.find((r) => r.name === a && r.kind === 'paced');
-      const pb = rows.find((r) => r.name === b && r.kind === 'paced');
+      const p99 = paced.find((p) => p.a === a && p.b === b)?.ratios ?? [];
       console.log(`  ${a} / ${b}: throughput per round ${ratios.map((x) => x.toFixed(2)).join(' ')}`
-        + ` -> median ${median(ratios).toFixed(2)}x; paced p99 ${(pa.p99 / pb.p99).toFixed(2)}x`
+        + ` -> median ${median(ratios).toFixed(2)}x; paced p99 per round `
+        + `${p99.map((x) => x.toFixed(2)).join(' ')} -> median ${median(p99).toFixed(2)}x`
         + ` (load ${loads.map((x) => x.toFixed(1)).join(' ')})`);
     }
   }
