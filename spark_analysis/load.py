@@ -6,9 +6,10 @@ globs, folders read recursively, hidden files (``_x``, ``.x``) skipped, names ma
 against ``*.jsonl*``; it packs them into tasks as its file sources do. Each file comes
 to a Python worker whole (``mapInArrow``), read by one sequential pass, which is all
 a file system that cannot seek (``ftp://``) offers, and parsed there with Arrow
-(:mod:`parse`). The good records go back to Spark, which writes them as Parquet
-partitioned by ``ev``; what each file counted besides (lines, bad lines, records and
-their tally) goes to the driver in an accumulator of that write (:class:`Counted`).
+(:mod:`parse`). The good records go back to Spark in records/' narrow columns
+(:mod:`layout`), and Spark writes them as Parquet partitioned by ``ev``; what each file
+counted besides (lines, bad lines, records and their tally) goes to the driver in an
+accumulator of that write (:class:`Counted`).
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from spark_analysis.layout import READ_SCHEMA, STORED_SCHEMA, TYPES_OF, decoded, stored
 from spark_analysis.location import OutDir, glob_free_prefix, qualified, relative_name
 from spark_analysis.parse import Tally, nulls, parse_block
-from spark_analysis.schema import LIVE_RANK, NORMALIZED_SCHEMA, TALLY_DETAIL, TALLY_KEYS
+from spark_analysis.schema import LIVE_RANK, TALLY_DETAIL, TALLY_KEYS
 
 __all__ = [
     "BAD_REASONS",
@@ -72,15 +74,14 @@ _RECORD_TALLY_ARROW = to_arrow_schema(RECORD_TALLY_SCHEMA)
 # to plain anyway. 10M records, loading alone (local[2]): tasks 46.7 against 53.0 CPU s,
 # loading 91.4 against 99.6 CPU s; records/ grows from 137 to 237 MB.
 RECORDS_WRITE_OPTIONS = {"parquet.enable.dictionary": "false"}
-# The records as the workers hand them to Spark: ev, the partition column, is never
-# null (a line without it is malformed), and saying so spares a projection: for a
+# The records as the workers hand them to Spark and records/ holds them: a narrow
+# schema each type fills (layout.STORED_SCHEMA), in which ev, the partition column, is
+# never null (a line without it is malformed). Saying so spares a projection: for a
 # nullable text partition column Spark copies every record once more before the sort,
 # to turn an empty ev into null (the default partition, where an empty ev goes anyway).
 # 10M records, loading alone (local[2]): 72.6 and 72.6 CPU s against 76.9 and 79.5, the
 # tasks' threads 35.1-35.4 s against 39.4-40.3.
-PARSED_SCHEMA = T.StructType(
-    [T.StructField(f.name, f.dataType, f.name != "ev") for f in NORMALIZED_SCHEMA.fields]
-)
+PARSED_SCHEMA = STORED_SCHEMA
 
 # Trace files go to a loading task whole, packed by Spark up to this many bytes a task
 # (its default is 128 MB): each task writes a Parquet file for every record type it
@@ -141,7 +142,11 @@ def partial_tally(records: pa.Table) -> pa.Table:
     detail = nulls(records.num_rows, pa.string())
     for kind, name in TALLY_DETAIL.items():
         detail = pc.if_else(pc.equal(ev, kind), records.column(name), detail)
-    dup = pc.fill_null(records.column("dup"), False).cast(pa.int64())
+    # records/ keeps dup only where its type has one (layout.LAYOUT), and the tally
+    # counts what records/ holds
+    dup_types = pa.array(TYPES_OF["dup"], pa.string())
+    dup = pc.and_kleene(records.column("dup"), pc.is_in(ev, value_set=dup_types))
+    dup = pc.fill_null(dup, False).cast(pa.int64())
     keyed = pa.table(
         {
             "node": records.column("node"),
@@ -244,7 +249,7 @@ def parse_files(
                 if table.num_rows:
                     file.records += table.num_rows
                     tallies.append(partial_tally(table))
-                    yield from table.to_batches()
+                    yield from stored(table).to_batches()
             del data
             if tallies:
                 file.record_tallies.append(_ipc_bytes(merged_tally(tallies)))
@@ -295,8 +300,10 @@ def load_traces(spark: SparkSession, path: str, out: OutDir, run: str | None = N
 
 
 def read_records(spark: SparkSession, parquet_dir: str) -> DataFrame:
-    """The normalized records written by :func:`load_traces` (ev comes back last)."""
-    return spark.read.schema(NORMALIZED_SCHEMA).parquet(parquet_dir)
+    """The normalized records written by :func:`load_traces` (ev comes back last): the
+    folders' narrow columns read with their explicit schema and decoded by type
+    (:mod:`layout`)."""
+    return decoded(spark.read.schema(READ_SCHEMA).parquet(parquet_dir))
 
 
 def of_type(records: DataFrame, ev: str) -> DataFrame:
