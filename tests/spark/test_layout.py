@@ -82,6 +82,22 @@ def test_the_layout_is_sound() -> None:
         assert written - (len(layout.SHARED) + 2 + len(layout.LAYOUT[ev])) <= 7
 
 
+def test_the_readme_shows_the_layout() -> None:
+    """README.md's table of records/ (Outputs in DIR) is the one the workers write."""
+    readme = (Path(layout.__file__).parent / "README.md").read_text()
+    section = readme.split("## Outputs in DIR", 1)[1]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    header, *types = [
+        [cell.strip().strip("`") for cell in row.strip("|").split("|")] for row in rows
+    ]
+    assert header == ["ev", *layout.SLOTS]
+    shown = {ev: {name for name in cells if name} for ev, *cells in types}
+    assert shown == {ev: set(fields) for ev, fields in layout.LAYOUT.items()}
+    for _, *cells in types:
+        slots = zip(cells, layout.SLOTS, strict=True)
+        assert all(layout.FIELD_SLOT[name] == slot for name, slot in slots if name)
+
+
 def test_narrowing_a_table_of_one_type_or_of_many_gives_the_same_rows() -> None:
     """The parse's hop parts are of one type, its other part and the line-by-line
     fallback of many: both ways of filling the slots agree."""
