@@ -248,7 +248,7 @@ class _Steps:
         _write_table(stress_df, self.out, "node_stress")
 
         self.step(STEPS[6])
-        pubs, nodes = self.pubs.result(), stress_df.select("node")
+        pubs, nodes = self.pubs.result(), self.loaded.nodes
         got = collect_results(
             {
                 "stress": cost.stress_stats(stress_df),

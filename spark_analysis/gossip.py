@@ -2,54 +2,72 @@
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Sequence
+from functools import reduce
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.window import Window
 
 from spark_analysis.cost import record_tally
 from spark_analysis.schema import Ev
 from spark_analysis.stats import per_topic_and_overall
 
 WORD_BITS = 64
+# Up to this many 64-bit words (64 nodes each) an event's reach is one aggregation by
+# ``msg_id`` with a column per word; past it, one by (msg_id, word) and one by msg_id.
+MAX_WORD_COLUMNS = 16
 
 
-def node_ids(nodes: DataFrame) -> DataFrame:
-    """(node, nid): the distinct nodes of ``nodes`` numbered 0, 1, ... in name order.
-
-    Nodes are few (one row per node of the run), so one unpartitioned window is fine.
-    """
-    distinct = nodes.select("node").filter(F.col("node").isNotNull()).distinct()
-    return distinct.select("node", (F.row_number().over(Window.orderBy("node")) - 1).alias("nid"))
+def node_ids(nodes: Sequence[str]) -> dict[str, int]:
+    """Each distinct node of ``nodes`` numbered 0, 1, ... in name order."""
+    return {node: i for i, node in enumerate(sorted(set(nodes)))}
 
 
 def event_reach(
     records: DataFrame,
     pubs: DataFrame,
-    nodes: DataFrame | None = None,
+    nodes: Sequence[str] | None = None,
     touched: DataFrame | None = None,
 ) -> DataFrame:
     """(topic, msg_id, reached): nodes that received or delivered each published event.
 
     Counted as bit sets, not as distinct (msg_id, node) pairs: each node gets a number
-    (``nodes``, e.g. the per-node table, must hold every node that wrote a record;
-    default: those of the ``recv`` and ``deliver`` records), each (msg_id, 64-node word)
-    ORs its nodes' bits and the reach is the sum of the words' bit counts. The pairs
-    are millions; the words, aggregated before the shuffle, are a few per event.
-    ``touched`` is the (msg_id, node) pairs of those records, repeats allowed (loading
-    writes them, fewer than the records), taken from ``records`` when not given.
+    (``nodes``, e.g. the nodes loading counted, must hold every node that wrote a
+    record; default: those of the ``recv`` and ``deliver`` records, collected), each
+    event ORs its nodes' bits into one 64-bit word per 64 nodes and the reach is the
+    sum of the words' bit counts. The pairs are millions; the words, aggregated before
+    the shuffle, are a few per event. With the nodes known in the driver, the words are
+    columns of one aggregation by ``msg_id``: no stage numbers the nodes, and none
+    aggregates the words again (see :data:`MAX_WORD_COLUMNS`).
+    ``touched`` is the (msg_id, node) pairs of those records, repeats allowed, taken
+    from ``records`` when not given.
     """
     if touched is None:
         touched = records.filter(
             F.col("ev").isin(Ev.RECV, Ev.DELIVER) & F.col("msg_id").isNotNull()
         ).select("msg_id", "node")
-    ids = node_ids(touched if nodes is None else nodes)
-    words = (
-        touched.join(F.broadcast(ids), "node")
-        .groupBy("msg_id", F.expr(f"nid div {WORD_BITS}").alias("word"))
-        # The SQL shiftleft: pyspark's takes a constant shift only.
-        .agg(F.bit_or(F.expr(f"shiftleft(1L, nid % {WORD_BITS})")).alias("bits"))
-    )
-    reached = words.groupBy("msg_id").agg(F.sum(F.bit_count("bits")).alias("reached"))
+    if nodes is None:
+        nodes = [r["node"] for r in touched.select("node").distinct().collect()]
+    numbered = node_ids(n for n in nodes if n is not None)
+    ids = records.sparkSession.createDataFrame(list(numbered.items()), "node string, nid int")
+    pairs = touched.join(F.broadcast(ids), "node")
+    word = F.expr(f"nid div {WORD_BITS}")
+    # The SQL shiftleft: pyspark's takes a constant shift only.
+    bit = F.expr(f"shiftleft(1L, nid % {WORD_BITS})")
+    # At least one word: with no nodes every event reaches none (and agg needs a column).
+    n_words = max(1, -(-len(numbered) // WORD_BITS))
+    if n_words <= MAX_WORD_COLUMNS:
+        per_word = [F.bit_or(F.when(word == w, bit)).alias(f"w{w}") for w in range(n_words)]
+        counts = [F.coalesce(F.bit_count(f"w{w}"), F.lit(0)) for w in range(n_words)]
+        reached = (
+            pairs.groupBy("msg_id")
+            .agg(*per_word)
+            .select("msg_id", reduce(operator.add, counts, F.lit(0)).alias("reached"))
+        )
+    else:
+        words = pairs.groupBy("msg_id", word.alias("word")).agg(F.bit_or(bit).alias("bits"))
+        reached = words.groupBy("msg_id").agg(F.sum(F.bit_count("bits")).alias("reached"))
     return (
         pubs.select("topic", "msg_id")
         .join(reached, "msg_id", "left")

@@ -132,6 +132,9 @@ class LoadResult:
     # The record types the tally counted (every type among ``records``): a metric step
     # whose types are all absent has nothing to read, and runs no Spark job.
     record_types: frozenset[str] = frozenset()
+    # Every node that wrote a record (the tally's), in name order: known in the driver,
+    # so gossip reach numbers the nodes without a Spark job.
+    nodes: tuple[str, ...] = ()
 
 
 def partial_tally(records: pa.Table) -> pa.Table:
@@ -296,6 +299,7 @@ def load_traces(spark: SparkSession, path: str, out: OutDir, run: str | None = N
         ],
         bad_by_reason=by_reason,
         record_types=frozenset(tally.column("ev").unique().to_pylist()),
+        nodes=tuple(sorted(n for n in tally.column("node").unique().to_pylist() if n is not None)),
     )
 
 

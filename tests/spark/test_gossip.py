@@ -6,6 +6,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from spark_analysis import gossip
 from spark_analysis.cost import child_load, node_stress, record_tally
 from spark_analysis.gossip import event_reach, record_counts
 from spark_analysis.stats import rows_by_scope
@@ -125,7 +126,9 @@ def test_peak_children_counts_what_was_held_at_once(spark: SparkSession) -> None
     assert [f.dataType for f in child_load(records).schema.fields[1:]] == [T.LongType()] * 2
 
 
-def test_event_reach_counts_distinct_nodes_across_bit_words(spark: SparkSession) -> None:
+def test_event_reach_counts_distinct_nodes_across_bit_words(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # 70 nodes: their numbers span two 64-bit words.
     nodes = [f"n{i:02d}" for i in range(70)]
     rows: list[dict[str, object]] = [
@@ -147,9 +150,14 @@ def test_event_reach_counts_distinct_nodes_across_bit_words(spark: SparkSession)
     want = [("t", "m1", 70), ("u", "m2", 0), ("u", "m3", 2)]
     got = sorted(tuple(r) for r in event_reach(records, pubs).collect())
     assert got == want
-    # Numbered from a wider node table (every node that wrote a record): same reach.
-    everyone = spark.createDataFrame(
-        [(n,) for n in ["a", "zz", *nodes]], schema(("node", T.StringType()))
-    )
+    # Numbered from a wider node list (every node that wrote a record): same reach.
+    everyone = ["a", "zz", *nodes]
+    got = sorted(tuple(r) for r in event_reach(records, pubs, everyone).collect())
+    assert got == want
+    # No node numbered: nothing is reached (no node's pairs survive the join).
+    got = sorted(tuple(r) for r in event_reach(records, pubs, []).collect())
+    assert got == [(topic, msg, 0) for topic, msg, _ in want]
+    # Past MAX_WORD_COLUMNS words: aggregated by (msg_id, word), then by msg_id.
+    monkeypatch.setattr(gossip, "MAX_WORD_COLUMNS", 1)
     got = sorted(tuple(r) for r in event_reach(records, pubs, everyone).collect())
     assert got == want

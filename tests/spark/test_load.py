@@ -297,6 +297,8 @@ def test_load_counts_writes_parquet_and_filters_run(
     ]
     assert sum(everything.bad_by_reason.values()) == len(BAD)
     assert {s["reason"] for s in everything.bad_samples} == set(BAD.values())
+    # Every node that wrote a record, in name order, known without a Spark job.
+    assert everything.nodes == tuple(sorted({r["node"] for r in everything.records.collect()}))
     one_run = _load(spark, str(trace_dir), out, run="r1")
     assert one_run.record_count == 2
     assert one_run.bad_lines == len(BAD)  # malformed lines have no trustworthy run
