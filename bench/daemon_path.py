@@ -285,10 +285,9 @@ async def one_run(setup: Setup, events: int, window: int, callgrind_phase: bool 
     of one fresh daemon; ``storage``: its ``[storage] sync``, or ``off``."""
     with tempfile.TemporaryDirectory() as tmp:
         config = build_config(None, {}, {"bind": "127.0.0.1:0", "state_dir": tmp})
-        config = dataclasses.replace(config, storage=dataclasses.replace(
-            config.storage, enabled=False) if storage == "off" else dataclasses.replace(
-            config.storage, sync=SyncPolicy.parse(storage)))
-        node = build_node(config)
+        stored = (dataclasses.replace(config.storage, enabled=False) if storage == "off"
+                  else dataclasses.replace(config.storage, sync=SyncPolicy.parse(storage)))
+        node = build_node(dataclasses.replace(config, storage=stored))
         tune_gc()
         async with trio.open_nursery() as nursery:
             await nursery.start(node.daemon.run)

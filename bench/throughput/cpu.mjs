@@ -59,7 +59,9 @@ export function cpuPerEvent(before, after, events) {
   const total = sum([sum(servers), publisher, sum(subscribers)]);
   return {
     server: per(sum(servers)),
-    busiestServer: servers.includes(null) ? null : per(Math.max(...servers)),
+    // Only among several servers (the daemons); null for one broker.
+    busiestServer: servers.length < 2 || servers.includes(null) ? null
+      : per(Math.max(...servers)),
     publisher: per(publisher),
     subscribers: per(sum(subscribers)),
     cores: total === null ? null : total / wall,

@@ -345,7 +345,7 @@ function cpuTable(rows, names) {
     const cpus = runs(name).map((r) => r.cpu);
     if (!cpus.length) continue;
     const at = (key) => median(cpus.map((c) => c[key]));
-    const busiest = cpus[0].busiestServer !== cpus[0].server ? ` (${us(at('busiestServer'))})` : '';
+    const busiest = cpus[0].busiestServer == null ? '' : ` (${us(at('busiestServer'))})`;
     console.log(`${name.padEnd(20)} ${`${us(at('server'))}${busiest}`.padEnd(20)} `
       + `${us(at('publisher')).padStart(9)}  ${us(at('subscribers')).padStart(11)}  `
       + `${at('cores').toFixed(2).padStart(10)}`);

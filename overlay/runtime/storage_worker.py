@@ -91,12 +91,14 @@ class StorageWorker:
             while True:
                 await self._wake.wait()
                 if self.linger > 0 and self.wanted <= self.synced:
-                    # Nobody waits for what is queued: let more join its transaction.
+                    # Nobody waits for what is queued: let more join its transaction. A
+                    # want already signalled was for operations synced since (it may have
+                    # come while their transaction ran), so it does not end this wait.
+                    if self._wanted_now.is_set():
+                        self._wanted_now = trio.Event()
                     with trio.move_on_at(self._first_at + self.linger):
                         await self._wanted_now.wait()
                 self._wake = trio.Event()
-                if self._wanted_now.is_set():
-                    self._wanted_now = trio.Event()
                 ops, self._queued = self._queued, []
                 through = self.submitted
                 try:

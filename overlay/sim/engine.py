@@ -351,6 +351,8 @@ class Simulator:
         if disk is None or generation != disk.generation or not node.alive:
             return  # the node crashed meanwhile: this sync never completed
         failed = durable and disk.failing is not None
+        advanced = through > disk.synced
+        disk.synced = max(disk.synced, through)
         if durable:  # a group commit: everything written before it began
             count = through - (disk.written - len(disk.unsynced))
             ops = disk.unsynced[:count]
@@ -359,9 +361,8 @@ class Simulator:
             disk.busy = False
             if disk.unsynced:  # written while it ran: the next group
                 disk.busy = True
-                self._next_group(addr, disk, through)
-        if through > disk.synced:
-            disk.synced = through
+                self._next_group(addr, disk)
+        if advanced:
             if failed:
                 assert disk.failing is not None
                 node.core.on_storage_failed(self.now, through, disk.failing)
@@ -369,12 +370,10 @@ class Simulator:
                 node.core.on_synced(self.now, through)
             self._after_input(addr, node)
 
-    def _next_group(self, addr: str, disk: SimStorage, synced: int | None = None) -> None:
+    def _next_group(self, addr: str, disk: SimStorage) -> None:
         """(always) The unsynced persists' group: its sync begins now if the core waits
-        for one of them (``synced``: how far the group before reached), else after
-        ``linger_seconds`` or at the first ``SyncWanted``."""
-        if disk.wanted > (disk.synced if synced is None else synced) or \
-                self.linger_seconds <= 0:
+        for one of them, else after ``linger_seconds`` or at the first ``SyncWanted``."""
+        if disk.wanted > disk.synced or self.linger_seconds <= 0:
             self._begin_sync(addr, disk)
             return
         disk.lingering = True

@@ -3,12 +3,13 @@ operations nobody waits for, what is written when the daemon stops."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import trio
 import trio.testing
 
-from overlay.core.storage import SyncPolicy
+from overlay.core.storage import StorageOp, SyncPolicy
 from overlay.runtime.logstore import LOG_FILE, LogStore
 from overlay.runtime.storage_worker import StorageWorker
 from scribe.durability import AppendEvents, NoteCounter
@@ -76,10 +77,41 @@ async def test_an_operation_waited_for_ends_the_linger(tmp_path: Path) -> None:
         worker.submit(NoteCounter("t", 5))
         worker.want(1)  # synced already: this one lingers
         await trio.testing.wait_all_tasks_blocked()
+        assert worker.commits == 1 and worker.synced == 2
         nursery.cancel_scope.cancel()
     # The daemon stops: what still lingers is written.
     worker.write_queued()
     assert worker.synced == worker.submitted == 3
     (log,) = store.load().logs
     assert [e.seq for e in log.events] == [1, 2] and log.counter == 5
+    store.close()
+
+
+async def test_a_want_met_by_the_transaction_under_way_does_not_end_the_next_linger(
+        tmp_path: Path) -> None:
+    store, worker, synced = lingering_worker(tmp_path, 3600.0)
+    gate = threading.Event()
+    apply = store.apply
+
+    def held_apply(ops: list[StorageOp]) -> None:
+        gate.wait(10)
+        apply(ops)
+
+    store.apply = held_apply  # type: ignore[method-assign]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(worker.run, synced.append, never_fails)
+        worker.submit(AppendEvents("t", (body("t", 1),)))
+        worker.submit(AppendEvents("t", (body("t", 2),)))
+        worker.want(1)  # the transaction of both begins at once
+        await trio.testing.wait_all_tasks_blocked()
+        worker.want(2)  # comes while that transaction is being written
+        gate.set()
+        await until_synced(synced, 2)
+        worker.submit(AppendEvents("t", (body("t", 3),)))  # nobody waits for it
+        # A negative: had the earlier want ended the linger, the commit takes a few ms.
+        await trio.sleep(0.3)
+        assert worker.commits == 1 and synced == [2]
+        nursery.cancel_scope.cancel()
+    worker.write_queued()
+    assert [e.seq for e in store.load().logs[0].events] == [1, 2, 3]
     store.close()
