@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import gzip
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -91,17 +91,46 @@ PARSED_SCHEMA = STORED_SCHEMA
 # at 256 MB (11 tasks, 178 files; the tasks' threads 32.1 against 35.4 s); 384 and
 # 512 MB (8 and 6 tasks) no better (67.0, 67.3), with a larger sort per task. A
 # spark.sql.files.maxPartitionBytes the user set (session, builder, --conf) wins.
-LOADING_TASK_BYTES = str(256 << 20)
+LOADING_TASK_BYTES = 256 << 20
+
+
+def balanced_task_bytes(total_bytes: int, files: int, open_cost: int, slots: int, most: int) -> int:
+    """Bytes per loading task: at most ``most``, and the tasks in whole waves of
+    ``slots`` (the executors' cores), so that no core waits at the end of loading while
+    the last task of an uneven wave runs alone.
+
+    Spark weighs a file as its length plus ``open_cost`` and packs the files, largest
+    first, into tasks of up to this many bytes (next fit). The weight is divided into
+    the fewest whole waves whose tasks stay within ``most``; next fit leaves each task a
+    little under the size, and the slack makes one small task more, which runs beside
+    the last wave. 10M records (256 files, local[2]): at 256 MB, 12 tasks, the last of
+    115 MB, and a core idle 1.2-2.4 s at the end of loading (Spark's event log, two
+    runs); at this size (243 MB), 12 tasks of 236-247 MB and one of 25 MB, idle 0-0.1 s.
+    """
+    weight = total_bytes + files * open_cost
+    waves = max(1, -(-weight // (slots * most)))
+    return max(1, -(-weight // (waves * slots)))
+
+
+def _loading_task_bytes(spark: SparkSession, files: DataFrame) -> str:
+    """:func:`balanced_task_bytes` of the files Spark listed for ``files`` (its
+    relation's size and file list: no second listing)."""
+    size = int(files._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+    conf = spark._jsparkSession.sessionState().conf()
+    slots = spark.sparkContext.defaultParallelism
+    count = len(files.inputFiles())
+    task = balanced_task_bytes(size, count, conf.filesOpenCostInBytes(), slots, LOADING_TASK_BYTES)
+    return str(task)
 
 
 @contextmanager
-def _session_default(spark: SparkSession, key: str, value: str) -> Iterator[None]:
-    """The session's ``key`` at ``value`` while the block runs, unless the user set it
+def _session_default(spark: SparkSession, key: str, value: Callable[[], str]) -> Iterator[None]:
+    """The session's ``key`` at ``value()`` while the block runs, unless the user set it
     (in the session, the builder or ``--conf``): then the user's value stays."""
     if spark.conf.get(key, None) is not None:  # None: never set, Spark's default holds
         yield
         return
-    spark.conf.set(key, value)
+    spark.conf.set(key, value())
     try:
         yield
     finally:
@@ -264,22 +293,22 @@ def load_traces(spark: SparkSession, path: str, out: OutDir, run: str | None = N
     Parquet by ``ev`` under ``out``/records, and read them back."""
     target = out.path("records")
     root = qualified(spark, glob_free_prefix(path))
-    files = (
+    listed = (
         spark.read.format("binaryFile")
         .option("recursiveFileLookup", "true")
         .option("pathGlobFilter", TRACE_GLOB)
         .load(path)
-        .select("path", "content")
     )
     counted = spark.sparkContext.accumulator(Counted(), CountedParam())
-    records = files.mapInArrow(
+    records = listed.select("path", "content").mapInArrow(
         partial(parse_files, root=root, run=run, counted=counted), PARSED_SCHEMA
     )
     # Spark sorts each task's records by ev before this write: its partitioned writer
     # has one file open at a time per task, so each partition's rows must come
     # together. Its concurrent writers (a file open per ev, no sort) cost more CPU in
     # three rounds of measurement (spark_analysis/README.md); the sort stays.
-    with _session_default(spark, "spark.sql.files.maxPartitionBytes", LOADING_TASK_BYTES):
+    task_bytes = partial(_loading_task_bytes, spark, listed)
+    with _session_default(spark, "spark.sql.files.maxPartitionBytes", task_bytes):
         records.write.mode("overwrite").partitionBy("ev").options(
             **RECORDS_WRITE_OPTIONS
         ).parquet(target)

@@ -317,7 +317,7 @@ def test_counts_of_files_in_different_tasks_add_up_and_keep_the_first_sample(
     _write(d / "a.jsonl", [good, "", "", good, good])
     _write(d / "c.jsonl", [good])
     assert spark.conf.get(TASK_BYTES, None) is None  # the user has not set it
-    monkeypatch.setattr(load, "LOADING_TASK_BYTES", "1")  # a task per file
+    monkeypatch.setattr(load, "LOADING_TASK_BYTES", 1)  # a task per file
     loaded = _load(spark, str(d), tmp_path / "out")
     assert len(list((tmp_path / "out" / "records" / "ev=lookup").glob("*.parquet"))) == 3
     # loading's own size of a task was the session's only while it wrote the records
@@ -330,6 +330,56 @@ def test_counts_of_files_in_different_tasks_add_up_and_keep_the_first_sample(
     ]
     assert loaded.records.count() == 6
     assert loaded.tally.groupBy().sum("n").first()[0] == 6
+
+
+def test_loading_tasks_come_in_whole_waves_of_the_cores() -> None:
+    """The bytes per task divide the files' weight (lengths and an open cost each) into
+    the fewest whole waves of the cores whose tasks stay within the most."""
+    task = load.balanced_task_bytes
+    # one wave: the weight split between the cores
+    assert task(100, 4, 5, slots=2, most=1000) == 60
+    # exactly two tasks of the most fill one wave; a byte more takes a second wave
+    assert task(2000, 0, 0, slots=2, most=1000) == 1000
+    assert task(2001, 0, 0, slots=2, most=1000) == 501  # 2001 / 4, rounded up
+    # the 10M-record bench traces: 256 files of 1,982,331,273 bytes and Spark's 4 MiB
+    # open cost weigh 3,056,073,097, in six waves of two tasks of at most 256 MiB
+    weight = 1_982_331_273 + 256 * (4 << 20)
+    assert task(1_982_331_273, 256, 4 << 20, slots=2, most=256 << 20) == -(-weight // 12)
+    # never a task of no bytes, whatever the files
+    assert task(0, 0, 0, slots=2, most=1000) == 1
+    assert task(5, 0, 0, slots=8, most=1) == 1
+
+
+def test_spark_packs_loading_s_files_into_whole_waves(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nine files of equal size with three to a task at most: Spark's own packing made
+    three tasks, an uneven last wave on two cores. Loading's size makes two waves of two
+    tasks of two files and one task of the file left over, beside the last wave (a
+    Parquet file per task that held a record of the type)."""
+    d = tmp_path / "traces"
+    line = json.dumps(GOOD[2])
+    for i in range(9):
+        _write(d / f"{i}.jsonl", [line])
+    size = len(line) + 1
+    assert spark.sparkContext.defaultParallelism == 2
+    monkeypatch.setattr(load, "LOADING_TASK_BYTES", 3 * (size + 1))
+    spark.conf.set("spark.sql.files.openCostInBytes", "1")
+    try:
+        loaded = _load(spark, str(d), tmp_path / "out")
+    finally:
+        spark.conf.unset("spark.sql.files.openCostInBytes")
+    assert len(list((tmp_path / "out" / "records" / "ev=lookup").glob("*.parquet"))) == 5
+    assert loaded.record_count == 9
+    # the same files at Spark's packing for that most: three tasks
+    spark.conf.set(TASK_BYTES, str(3 * (size + 1)))
+    spark.conf.set("spark.sql.files.openCostInBytes", "1")
+    try:
+        _load(spark, str(d), tmp_path / "out2")
+    finally:
+        spark.conf.unset(TASK_BYTES)
+        spark.conf.unset("spark.sql.files.openCostInBytes")
+    assert len(list((tmp_path / "out2" / "records" / "ev=lookup").glob("*.parquet"))) == 3
 
 
 def test_a_task_size_the_user_set_is_kept_while_loading(
