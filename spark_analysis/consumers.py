@@ -199,7 +199,7 @@ def consumer_counts(outcomes: DataFrame, found: DataFrame) -> DataFrame:
     return (
         found.join(counted, CONSUMER, "left")
         .fillna(0, subset=totals)
-        .select(*found.columns, *[F.col(c).cast("long").alias(c) for c in totals])
+        .select(*found.columns, *[F.col(c).cast(T.LongType()).alias(c) for c in totals])
     )
 
 
@@ -242,7 +242,7 @@ def lag_bin_width(span: float, bins: int = LAG_BINS) -> float:
 
 def bin_of(ts: str, width: float) -> Column:
     """The bin holding ``ts`` on an axis of ``width`` second bins from time 0."""
-    return F.floor(F.col(ts) / F.lit(width)).cast("long")
+    return F.floor(F.col(ts) / F.lit(width)).cast(T.LongType())
 
 
 def lag_over_time(
@@ -271,7 +271,7 @@ def lag_over_time(
         .join(acked, [*CONSUMER, "bin"], "left")
         .select(
             *CONSUMER,
-            F.col("bin").cast("int").alias("bin"),
+            F.col("bin").cast(T.IntegerType()).alias("bin"),
             ((F.col("bin") + first + 1) * F.lit(width)).alias("ts"),
             F.sum(F.coalesce("_published", F.lit(0))).over(so_far).alias("published"),
             F.sum(F.coalesce("_acked", F.lit(0))).over(so_far).alias("acknowledged"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
 from spark_analysis.load import of_type
@@ -24,10 +25,10 @@ def child_load(records: DataFrame) -> DataFrame:
         F.col("topic").isNotNull() & F.col("child").isNotNull()
     )
     per_child = Window.partitionBy("node", "topic", "child").orderBy(*ORDER_COLUMNS)
-    holds = F.coalesce(F.col("op") == "add", F.lit(False)).cast("int")
+    holds = F.coalesce(F.col("op") == "add", F.lit(False)).cast(T.IntegerType())
     held_before = F.coalesce(F.lag(holds).over(per_child), F.lit(0))
     # The (topic, child)'s latest record: nothing follows it in its window.
-    last = F.lead(F.lit(1)).over(per_child).isNull().cast("int")
+    last = F.lead(F.lit(1)).over(per_child).isNull().cast(T.IntegerType())
     change = child.select(
         "node",
         *ORDER_COLUMNS,
@@ -41,8 +42,8 @@ def child_load(records: DataFrame) -> DataFrame:
     )
     held = change.select("node", "held_at_end", F.sum("change").over(so_far).alias("held"))
     return held.groupBy("node").agg(
-        F.sum("held_at_end").cast("long").alias("children"),
-        F.max("held").cast("long").alias("peak_children"),
+        F.sum("held_at_end").cast(T.LongType()).alias("children"),
+        F.max("held").cast(T.LongType()).alias("peak_children"),
     )
 
 
@@ -67,7 +68,7 @@ def record_tally(records: DataFrame) -> DataFrame:
     (:func:`spark_analysis.load.partial_tally`, per file, summed), sparing the analysis
     this pass over every record; this is the definition it is tested against.
     """
-    detail = F.lit(None).cast("string")
+    detail = F.lit(None).cast(T.StringType())
     for ev, name in TALLY_DETAIL.items():
         detail = F.when(F.col("ev") == ev, F.col(name)).otherwise(detail)
     return records.groupBy(*TALLY_KEYS[:-1], detail.alias(TALLY_KEYS[-1])).agg(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from pyspark.sql.window import Window
 
 from spark_analysis.load import of_type
@@ -67,7 +68,7 @@ def delivery_keys(records: DataFrame) -> DataFrame:
         F.row_number().over(in_order).alias("_rank"),
         F.count(F.lit(1)).over(whole).alias("_records"),
     )
-    first_dup = F.coalesce(F.col("dup"), F.lit(False)).cast("long")
+    first_dup = F.coalesce(F.col("dup"), F.lit(False)).cast(T.LongType())
     return ranked.filter(F.col("_rank") == 1).select(
         *hashed,
         "topic",
@@ -142,7 +143,7 @@ def delivery_counts(outcomes: DataFrame) -> DataFrame:
 def per_event(outcomes: DataFrame) -> DataFrame:
     """(topic, msg_id, expected, delivered) for events with at least one expected receiver."""
     return (
-        outcomes.filter("expected")
+        outcomes.filter(F.col("expected"))
         .groupBy("topic", "msg_id")
         .agg(
             F.count(F.lit(1)).alias("expected"),

@@ -256,7 +256,7 @@ def judged_events(pubs: DataFrame, subs: DataFrame) -> DataFrame:
     judged = [f for f in per_event.schema.fields if f.name != "attrs"]
     match_error = T.StructField("match_error", T.StringType())
     match_all = per_event.filter(F.col("filter") == "").select(
-        *(f.name for f in judged), F.lit(None).cast("string").alias("match_error")
+        *(f.name for f in judged), F.lit(None).cast(T.StringType()).alias("match_error")
     )
     evaluated = per_event.filter(F.col("filter") != "").mapInArrow(
         _verdict_batches, T.StructType([*judged, match_error])

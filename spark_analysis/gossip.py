@@ -8,6 +8,7 @@ from functools import reduce
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from spark_analysis.cost import record_tally
 from spark_analysis.schema import Ev
@@ -17,6 +18,12 @@ WORD_BITS = 64
 # Up to this many 64-bit words (64 nodes each) an event's reach is one aggregation by
 # ``msg_id`` with a column per word; past it, one by (msg_id, word) and one by msg_id.
 MAX_WORD_COLUMNS = 16
+
+
+# A schema object rather than DDL text: text would go through Spark's SQL parser.
+_NODE_IDS = T.StructType(
+    [T.StructField("node", T.StringType()), T.StructField("nid", T.IntegerType())]
+)
 
 
 def node_ids(nodes: Sequence[str]) -> dict[str, int]:
@@ -50,7 +57,7 @@ def event_reach(
     if nodes is None:
         nodes = [r["node"] for r in touched.select("node").distinct().collect()]
     numbered = node_ids(n for n in nodes if n is not None)
-    ids = records.sparkSession.createDataFrame(list(numbered.items()), "node string, nid int")
+    ids = records.sparkSession.createDataFrame(list(numbered.items()), _NODE_IDS)
     pairs = touched.join(F.broadcast(ids), "node")
     word = F.expr(f"nid div {WORD_BITS}")
     # The SQL shiftleft: pyspark's takes a constant shift only.
@@ -71,7 +78,11 @@ def event_reach(
     return (
         pubs.select("topic", "msg_id")
         .join(reached, "msg_id", "left")
-        .select("topic", "msg_id", F.coalesce("reached", F.lit(0)).cast("long").alias("reached"))
+        .select(
+            "topic",
+            "msg_id",
+            F.coalesce("reached", F.lit(0)).cast(T.LongType()).alias("reached"),
+        )
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from spark_analysis.schema import Ev
 
@@ -31,8 +32,8 @@ def recovery_starts(records: DataFrame) -> DataFrame:
         .agg(
             F.max("ms").alias("ms"),
             F.count(F.lit(1)).alias("topics"),
-            F.coalesce(F.sum("events"), F.lit(0)).cast("long").alias("events"),
-            F.coalesce(F.sum("bytes"), F.lit(0)).cast("long").alias("bytes"),
+            F.coalesce(F.sum("events"), F.lit(0)).cast(T.LongType()).alias("events"),
+            F.coalesce(F.sum("bytes"), F.lit(0)).cast(T.LongType()).alias("bytes"),
         )
     )
 

@@ -73,7 +73,10 @@ def nearest_rank(
             values.groupBy(value)
             .agg(count)
             .select(
-                F.lit(None).cast("string").alias(TOPIC), F.lit(True).alias(OVERALL), value, _COUNT
+                F.lit(None).cast(T.StringType()).alias(TOPIC),
+                F.lit(True).alias(OVERALL),
+                value,
+                _COUNT,
             )
         )
     out = T.StructType(
