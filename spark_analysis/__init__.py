@@ -5,10 +5,9 @@ Entry point: :func:`spark_analysis.cli.main`; library entry: :func:`run_analysis
 What ``--out DIR`` holds: ``summary.json``; ``report.html`` (plots embedded);
 ``records/ev=*/`` the records as Parquet, each type's fields in a few typed columns
 (:mod:`spark_analysis.layout`; :func:`spark_analysis.load.read_records` reads them);
-``tables/`` per-node stress and tree depths as Parquet; ``tally/`` and ``reach/`` what
-the loading tasks counted as they wrote the records (per (node, topic, ev, detail)
-counts, and the (msg_id, node) pairs of recv and deliver records), as Parquet parts the
-analysis sums.
+``tables/`` per-node stress and tree depths as Parquet. What the loading tasks count
+besides the records (lines, bad lines, the per (node, topic, ev, detail) tally) reaches
+the driver in an accumulator, not in files (:class:`spark_analysis.load.Counted`).
 """
 
 from __future__ import annotations

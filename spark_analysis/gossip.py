@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import reduce
 
 from pyspark.sql import DataFrame
@@ -26,7 +26,7 @@ _NODE_IDS = T.StructType(
 )
 
 
-def node_ids(nodes: Sequence[str]) -> dict[str, int]:
+def node_ids(nodes: Iterable[str]) -> dict[str, int]:
     """Each distinct node of ``nodes`` numbered 0, 1, ... in name order."""
     return {node: i for i, node in enumerate(sorted(set(nodes)))}
 

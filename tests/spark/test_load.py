@@ -342,9 +342,9 @@ def test_loading_tasks_come_in_whole_waves_of_the_cores() -> None:
     assert task(2000, 0, 0, slots=2, most=1000) == 1000
     assert task(2001, 0, 0, slots=2, most=1000) == 501  # 2001 / 4, rounded up
     # the 10M-record bench traces: 256 files of 1,982,331,273 bytes and Spark's 4 MiB
-    # open cost weigh 3,056,073,097, in six waves of two tasks of at most 256 MiB
-    weight = 1_982_331_273 + 256 * (4 << 20)
-    assert task(1_982_331_273, 256, 4 << 20, slots=2, most=256 << 20) == -(-weight // 12)
+    # open cost weigh 3,056,073,097: six waves of two tasks of 254,672,759 bytes (a
+    # twelfth, rounded up), where 256 MiB a task made 12 tasks, the last of 115 MB
+    assert task(1_982_331_273, 256, 4 << 20, slots=2, most=256 << 20) == 254_672_759
     # never a task of no bytes, whatever the files
     assert task(0, 0, 0, slots=2, most=1000) == 1
     assert task(5, 0, 0, slots=8, most=1) == 1
